@@ -1,0 +1,60 @@
+# Attention from Scratch: the one entry point for people and CI. `make` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# nbgrader runs `alembic` from PATH when it creates a gradebook: the venv comes first.
+export PATH := $(BIN):$(PATH)
+ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course import available; print(' '.join(available()))")
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install release solutions demo autograde feedback grades test lab clean
+
+help: ## List the targets (the default)
+	@echo "Attention from Scratch: make <target>"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+install: $(STAMP) ## Create .venv with every pinned package (~3 min the first time, then instant)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+release: $(STAMP) ## Generate the student version of every assignment into release/ (~10 s each)
+	@for a in $(ASSIGNMENTS); do nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; done
+	@echo "Released: $(ASSIGNMENTS)"
+
+solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s each)
+	@for a in $(ASSIGNMENTS); do nbgrader generate_solution "$$a" --force --log-level=WARN || exit 1; done
+
+demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~3 min)
+	$(BIN)/python -m attention_course.grading demo
+	@$(MAKE) --no-print-directory autograde feedback grades
+
+autograde: $(STAMP) ## Autograde every submission in submitted/ into autograded/ (~5 s per notebook)
+	@status=0; for a in $(ASSIGNMENTS); do \
+	  if compgen -G "submitted/*/$$a" > /dev/null; then \
+	    echo "Autograding $$a ..."; nbgrader autograde "$$a" --force --log-level=WARN || status=1; \
+	  fi; done; exit $$status
+
+feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
+	@for a in $(ASSIGNMENTS); do \
+	  if compgen -G "autograded/*/$$a" > /dev/null; then \
+	    nbgrader generate_feedback "$$a" --force --log-level=WARN || exit 1; \
+	  fi; done
+
+grades: $(STAMP) ## Print the per-student, per-assignment grade table and save grades.csv (~5 s)
+	$(BIN)/python -m attention_course.grading table --csv grades.csv
+
+test: $(STAMP) ## Run every test: package, release, and real nbgrader grading runs (~5 min)
+	$(BIN)/python -m pytest -q
+
+lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
+	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)"
+
+clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
+	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -f gradebook.db grades.csv

@@ -1,0 +1,31 @@
+"""Helpers for the *Attention from Scratch* notebooks.
+
+Students import from here: tolerance and shape checks whose messages explain
+what went wrong, attention-map plots, and small seeded data generators.
+Nothing in this package computes an exercise's answer.
+
+Instructor tooling (nbgrader extensions, the demo class, grade tables) lives in
+:mod:`attention_course.grading`, which students never need to import.
+"""
+
+from .checks import (
+    assert_close,
+    check_shape,
+    check_sums_to_one,
+    check_unchanged,
+    to_numpy,
+)
+from .data import projection_params, toy_sentence
+from .plotting import plot_attention, plot_matrices
+
+__all__ = [
+    "assert_close",
+    "check_shape",
+    "check_sums_to_one",
+    "check_unchanged",
+    "plot_attention",
+    "plot_matrices",
+    "projection_params",
+    "toy_sentence",
+    "to_numpy",
+]

@@ -1,0 +1,143 @@
+"""Checks used by the visible and hidden tests of every assignment.
+
+Every check raises ``AssertionError`` with a message meant to be read by a
+student: which object is wrong, its shape, the tolerance used, how large the
+largest error is and where, and, when the wrong value matches a known
+misconception, the name of that misconception. No message prints the
+expected values themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+#: Default tolerances: loose enough for float32 PyTorch answers, tight enough
+#: that every conceptual mistake in the course is many orders of magnitude off.
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+def to_numpy(x, name: str = "value") -> np.ndarray:
+    """Return ``x`` as a float64 NumPy array.
+
+    Accepts NumPy arrays, PyTorch tensors (on any device, with or without
+    gradients), Python numbers and nested lists.
+    """
+    if x is None:
+        raise AssertionError(
+            f"{name} is None: did you forget a `return` statement, or leave a stub in place?"
+        )
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch.Tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise AssertionError(
+            f"{name} should be an array of numbers, got {type(x).__name__} ({exc})"
+        ) from None
+    return arr
+
+
+def check_shape(x, shape: Sequence[int], name: str = "value", hint: str = "") -> np.ndarray:
+    """Assert that ``x`` has exactly ``shape``; return it as a NumPy array."""
+    arr = to_numpy(x, name)
+    if tuple(arr.shape) != tuple(shape):
+        msg = f"{name} has shape {tuple(arr.shape)}, expected {tuple(shape)}."
+        if hint:
+            msg += f" {hint}"
+        raise AssertionError(msg)
+    return arr
+
+
+def _matches(actual: np.ndarray, other, rtol: float, atol: float) -> bool:
+    other = np.asarray(other, dtype=np.float64)
+    return other.shape == actual.shape and bool(
+        np.allclose(actual, other, rtol=rtol, atol=atol, equal_nan=False)
+    )
+
+
+def assert_close(
+    actual,
+    expected,
+    name: str = "value",
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    hint: str = "",
+    mistakes: Mapping[str, object] | None = None,
+) -> None:
+    """Assert that ``actual`` equals ``expected`` within ``rtol`` and ``atol``.
+
+    ``mistakes`` maps a description of a misconception to the value that
+    misconception would produce; if ``actual`` matches one of them, the
+    message names it. ``hint`` is added when no known mistake matches.
+    """
+    expected = np.asarray(expected, dtype=np.float64)
+    arr = to_numpy(actual, name)
+    known = dict(mistakes or {})
+
+    def diagnosis() -> str:
+        for description, value in known.items():
+            if _matches(arr, value, rtol, atol):
+                return f" Your result matches a common mistake: {description}."
+        return f" {hint}" if hint else ""
+
+    if arr.shape != expected.shape:
+        raise AssertionError(
+            f"{name} has shape {arr.shape}, expected {expected.shape}." + diagnosis()
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{name} contains {int(bad.sum())} NaN or infinite entries (first at index {where}). "
+            "Look for an overflowing exp(), a division by zero, or a row where every score is -inf."
+            + diagnosis()
+        )
+    err = np.abs(arr - expected)
+    limit = atol + rtol * np.abs(expected)
+    wrong = err > limit
+    if wrong.any():
+        worst = np.unravel_index(int(np.argmax(err - limit)), err.shape)
+        worst = tuple(int(i) for i in worst)
+        raise AssertionError(
+            f"{name}: {int(wrong.sum())} of {wrong.size} entries differ beyond the tolerance "
+            f"(rtol={rtol:g}, atol={atol:g}); the largest absolute error is {float(err[worst]):.3g} "
+            f"at index {worst}." + diagnosis()
+        )
+
+
+def check_sums_to_one(weights, axis: int, name: str = "attention weights", *, atol: float = 1e-5,
+                      hint: str = "") -> None:
+    """Assert that ``weights`` are non-negative and sum to 1 along ``axis``."""
+    arr = to_numpy(weights, name)
+    if arr.ndim == 0:
+        raise AssertionError(f"{name} should be an array, got a single number.")
+    if not np.isfinite(arr).all():
+        raise AssertionError(f"{name} contains NaN or infinite entries.")
+    if (arr < -atol).any():
+        raise AssertionError(f"{name} has negative entries: softmax outputs are never negative.")
+    sums = arr.sum(axis=axis)
+    err = np.abs(sums - 1.0)
+    if (err > atol).any():
+        other = [a for a in range(arr.ndim) if a != axis % arr.ndim]
+        msg = (
+            f"{name} of shape {arr.shape} should sum to 1 along axis {axis}; the worst sum is off by "
+            f"{float(err.max()):.3g}."
+        )
+        if other and np.allclose(arr.sum(axis=other[-1]), 1.0, atol=atol):
+            msg += f" They sum to 1 along axis {other[-1]} instead: is the softmax taken over the wrong axis?"
+        if hint:
+            msg += f" {hint}"
+        raise AssertionError(msg)
+
+
+def check_unchanged(before, after, name: str = "input") -> None:
+    """Assert that a function did not modify its input in place."""
+    b, a = to_numpy(before, name), to_numpy(after, name)
+    if b.shape != a.shape or not np.array_equal(b, a):
+        raise AssertionError(
+            f"{name} was modified in place. Work on new arrays (e.g. `Q = X @ W + b`, not `X += ...`)."
+        )

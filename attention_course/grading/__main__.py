@@ -1,0 +1,52 @@
+"""Course commands: ``python -m attention_course.grading demo|table``.
+
+``demo``   writes the demo class (complete, blank and a few realistic mistakes per
+           assignment) into ``submitted/``; assignments must be released first.
+``table``  prints the per-student, per-assignment score table from the gradebook
+           and saves it as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .course import ROOT, available, catalogue_path, format_table, score_table, write_csv
+from .submissions import load_catalogue, write_class
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_course.grading", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="write the demo class into submitted/")
+    table = sub.add_parser("table", help="print and save the grade table")
+    table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
+    table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    args = parser.parse_args(argv)
+    course = args.course.resolve()
+
+    if args.command == "demo":
+        for assignment in available(course):
+            path = catalogue_path(assignment, course)
+            catalogue = load_catalogue(path) if path.exists() else []
+            students = write_class(course, assignment, catalogue, only_demo=True, prefix="demo-")
+            print(f"{assignment}: {len(students)} demo submissions ({', '.join(students)})")
+        return 0
+
+    db = args.db or f"sqlite:///{course / 'gradebook.db'}"
+    header, rows = score_table(db, available(course))
+    if not rows:
+        print("The gradebook has no students yet: run `make autograde` first.", file=sys.stderr)
+        return 1
+    print(format_table(header, rows))
+    csv_path = args.csv if args.csv.is_absolute() else course / args.csv
+    write_csv(csv_path, header, rows)
+    print(f"\nSaved {csv_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Synthetic submissions made from a master notebook.
+
+The demo class and the grading tests need notebooks that a student could
+have handed in: the full solution, the untouched release, and the solution
+with one realistic mistake, or with a different but correct approach. They
+are described in ``tests/catalogue/<assignment>.py`` as :class:`Submission`
+objects and built here.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks
+
+BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+
+
+@dataclass
+class Submission:
+    """One synthetic student's answer to an assignment.
+
+    ``edits`` are ``(grade_id, old, new)`` replacements applied to the
+    solution cell ``grade_id`` of the master (``old`` must occur exactly once);
+    ``replace`` maps a solution cell's ``grade_id`` to its whole new source.
+    ``loses`` names the grade cells a mistake must lose points in; every other
+    grade cell must keep full points. An alternative correct answer has an
+    empty ``loses``. ``says`` is a phrase the student's feedback must show
+    (the misconception a failed check names). ``in_demo`` puts the
+    submission in the demo class of ``make demo``.
+    """
+
+    name: str
+    description: str
+    edits: list = field(default_factory=list)
+    replace: dict = field(default_factory=dict)
+    loses: frozenset = frozenset()
+    says: str = ""
+    in_demo: bool = False
+
+    @property
+    def is_mistake(self) -> bool:
+        return bool(self.loses)
+
+
+def load_catalogue(path: Path) -> list[Submission]:
+    """The ``SUBMISSIONS`` list of a catalogue file."""
+    spec = importlib.util.spec_from_file_location(f"catalogue_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    subs = list(module.SUBMISSIONS)
+    names = [s.name for s in subs]
+    if len(names) != len(set(names)):
+        raise ValueError(f"{path}: duplicate submission names")
+    return subs
+
+
+def read_notebook(path: Path) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_notebook(nb: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(nb, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def solved_notebook(master: dict) -> dict:
+    """The master as a student who wrote the reference solution would hand it in.
+
+    Solution markers are removed (their content kept), starter blocks and
+    hidden tests are dropped, and outputs are cleared.
+    """
+    nb = copy.deepcopy(master)
+    for cell in nb["cells"]:
+        src = _source(cell)
+        src = replace_blocks(src, BEGIN_STARTER, END_STARTER, lambda lines, indent: [])
+        src = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN, lambda lines, indent: [])
+        src = replace_blocks(src, BEGIN_SOLUTION, END_SOLUTION, lambda lines, indent: lines)
+        cell["source"] = src
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+    return nb
+
+
+def apply_submission(masters: dict[str, dict], sub: Submission) -> dict[str, dict]:
+    """The notebooks ``sub`` describes, built from an assignment's master notebooks.
+
+    ``masters`` maps notebook file names to notebooks; so does the result.
+    Every ``grade_id`` that ``sub`` names must be in exactly one of them.
+    """
+    notebooks = {name: solved_notebook(nb) for name, nb in masters.items()}
+    cells = {}
+    for nb in notebooks.values():
+        for cell in nb["cells"]:
+            if _grade_id(cell):
+                cells[_grade_id(cell)] = cell
+    for grade_id, new_source in sub.replace.items():
+        if grade_id not in cells:
+            raise KeyError(f"{sub.name}: no cell with grade_id {grade_id!r}")
+        cells[grade_id]["source"] = new_source.strip("\n")
+    for grade_id, old, new in sub.edits:
+        if grade_id not in cells:
+            raise KeyError(f"{sub.name}: no cell with grade_id {grade_id!r}")
+        src = _source(cells[grade_id])
+        if src.count(old) != 1:
+            raise ValueError(f"{sub.name}: {old!r} occurs {src.count(old)} times in {grade_id!r}, expected once")
+        cells[grade_id]["source"] = src.replace(old, new)
+    return notebooks
+
+
+def write_class(course: Path, assignment: str, catalogue: list[Submission], *, only_demo: bool = False,
+                prefix: str = "") -> list[str]:
+    """Write the complete, blank and catalogue submissions of ``assignment`` into ``course/submitted``.
+
+    The blank submission is the release as students receive it, so the release
+    must exist. Returns the student ids written.
+    """
+    source, release = course / "source" / assignment, course / "release" / assignment
+    masters = {p.name: read_notebook(p) for p in sorted(source.glob("*.ipynb"))}
+    if not masters:
+        raise FileNotFoundError(f"no master notebook in {source}")
+    students = {f"{prefix}complete": {name: solved_notebook(nb) for name, nb in masters.items()}}
+    blank = {name: read_notebook(release / name) for name in masters}
+    students[f"{prefix}blank"] = blank
+    for sub in catalogue:
+        if only_demo and not sub.in_demo:
+            continue
+        students[f"{prefix}{sub.name}"] = apply_submission(masters, sub)
+    for student, notebooks in students.items():
+        for name, nb in notebooks.items():
+            write_notebook(nb, course / "submitted" / student / assignment / name)
+    return list(students)

@@ -1,0 +1,282 @@
+"""Synthetic submissions for 01_self_attention: realistic mistakes and alternative correct answers.
+
+Each mistake names the grade cells it must lose points in (``loses``); it must keep full points in
+every other grade cell. Alternatives must earn every autograded point.
+"""
+
+from attention_course.grading.submissions import Submission
+
+PROJECT = ("test_project_qkv_shapes", "test_project_qkv_values")
+SA = ("test_self_attention_weights", "test_self_attention_output")
+
+SUBMISSIONS = [
+    # ---- Part 1: projections ---------------------------------------------------------------
+    Submission(
+        "v-uses-wq", "kept the starter code's typo: the values are projected with W_q and b_q",
+        edits=[("project_qkv", "V = X @ W_v + b_v", "V = X @ W_q + b_q")],
+        loses=frozenset({*PROJECT, "test_self_attention_output"}), in_demo=True,
+    ),
+    Submission(
+        "no-bias", "forgot the biases of the projections",
+        edits=[("project_qkv", "Q = X @ W_q + b_q\n    K = X @ W_k + b_k\n    V = X @ W_v + b_v",
+                "Q = X @ W_q\n    K = X @ W_k\n    V = X @ W_v")],
+        loses=frozenset({"test_project_qkv_values", *SA}),
+    ),
+    # ---- Part 2: scores --------------------------------------------------------------------
+    Submission(
+        "unscaled-scores", "did not divide the scores by sqrt(d_k)",
+        edits=[("scaled_scores", "return Q @ K.T / math.sqrt(d_k)", "return Q @ K.T")],
+        loses=frozenset({"test_scores_values", *SA}), in_demo=True,
+    ),
+    Submission(
+        "scale-by-tokens", "scaled by the square root of the number of tokens instead of d_k",
+        edits=[("scaled_scores", "d_k = Q.shape[-1]", "d_k = Q.shape[0]")],
+        loses=frozenset({"test_scores_values", *SA}),
+    ),
+    Submission(
+        "scores-transposed", "computed K Q^T (keys by queries) instead of Q K^T",
+        edits=[("scaled_scores", "return Q @ K.T / math.sqrt(d_k)", "return K @ Q.T / math.sqrt(d_k)")],
+        loses=frozenset({"test_scores_shape", "test_scores_values", *SA}),
+    ),
+    # ---- Part 3: softmax -------------------------------------------------------------------
+    Submission(
+        "softmax-naive", "exponentiated the scores without subtracting the maximum (overflows)",
+        edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S")],
+        loses=frozenset({"test_softmax_stable"}), in_demo=True,
+    ),
+    Submission(
+        "softmax-global-max", "subtracted the maximum of the whole array instead of each row's",
+        edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S - S.max()")],
+        loses=frozenset({"test_softmax_stable"}),
+    ),
+    Submission(
+        "softmax-in-place", "shifted the scores in place, modifying the caller's array",
+        edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)",
+                "S -= S.max(axis=axis, keepdims=True)\n    shifted = S")],
+        loses=frozenset({"test_softmax_values"}),
+    ),
+    # ---- Part 4: self-attention ------------------------------------------------------------
+    Submission(
+        "softmax-over-queries", "normalised the scores over the queries (axis 0) instead of the keys",
+        edits=[("self_attention", "softmax(scaled_scores(Q, K), axis=-1)", "softmax(scaled_scores(Q, K), axis=0)")],
+        loses=frozenset(SA), in_demo=True,
+    ),
+    Submission(
+        "weights-transposed", "weighted the values with the transposed attention matrix",
+        edits=[("self_attention", "return weights @ V, weights", "return weights.T @ V, weights")],
+        loses=frozenset({"test_self_attention_output"}),
+    ),
+    # ---- Parts 6-7: column convention ------------------------------------------------------
+    Submission(
+        "loop-weights-by-row", "stored each query's weights as a row of A instead of a column",
+        edits=[("attention_by_token", "A[:, n] = a_n", "A[n, :] = a_n")],
+        loses=frozenset({"test_by_token_reference", "test_by_token_general"}),
+    ),
+    Submission(
+        "columns-softmax-wrong-axis", "in the column convention, normalised along the rows (axis 1)",
+        edits=[("self_attention_columns", "A = softmax(scores, axis=0)", "A = softmax(scores, axis=1)")],
+        loses=frozenset({"test_matrix_form_reference", "test_matrix_form_general"}),
+    ),
+    Submission(
+        "columns-scale-by-tokens", "confused D and N: scaled by sqrt(N) instead of sqrt(D)",
+        edits=[("self_attention_columns", "math.sqrt(Q.shape[0])", "math.sqrt(Q.shape[1])")],
+        loses=frozenset({"test_matrix_form_reference", "test_matrix_form_general"}), in_demo=True,
+    ),
+    # ---- Part 8: permutation equivariance --------------------------------------------------
+    Submission(
+        "equivariance-output-not-permuted", "compared f(X[:, perm]) with f(X), forgetting to permute the output",
+        edits=[("is_permutation_equivariant", "np.allclose(f(X[:, perm]), f(X)[:, perm])", "np.allclose(f(X[:, perm]), f(X))")],
+        loses=frozenset({"test_permutation_equivariance"}),
+    ),
+    # ---- Parts 9-10: PyTorch ---------------------------------------------------------------
+    Submission(
+        "softmax-over-batch", "took the softmax over the batch axis (dim=0)",
+        edits=[("dot_product_attention", "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=0)")],
+        loses=frozenset({"test_dot_product_shapes", "test_dot_product_values"}),
+    ),
+    Submission(
+        "module-with-bias", "gave the module's projections biases (nn.Linear's default)",
+        edits=[("self_attention_module", "self.W_q = nn.Linear(embed_dim, embed_dim, bias=False)\n"
+                "        self.W_k = nn.Linear(embed_dim, embed_dim, bias=False)\n"
+                "        self.W_v = nn.Linear(embed_dim, embed_dim, bias=False)",
+                "self.W_q = nn.Linear(embed_dim, embed_dim)\n"
+                "        self.W_k = nn.Linear(embed_dim, embed_dim)\n"
+                "        self.W_v = nn.Linear(embed_dim, embed_dim)")],
+        loses=frozenset({"test_module_structure", "test_module_weights", "test_module_output"}),
+    ),
+    Submission(
+        "module-unscaled", "forgot the 1/sqrt(D) scale in the module",
+        edits=[("self_attention_module", "scores = Q @ K.transpose(-2, -1) / math.sqrt(self.embed_dim)",
+                "scores = Q @ K.transpose(-2, -1)")],
+        loses=frozenset({"test_module_weights", "test_module_output"}),
+    ),
+    Submission(
+        "module-wq-for-v", "used the query projection for the values in the module",
+        edits=[("self_attention_module", "Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
+                "Q, K, V = self.W_q(x), self.W_k(x), self.W_q(x)")],
+        loses=frozenset({"test_module_output"}),
+    ),
+    # ---- Alternative correct answers -------------------------------------------------------
+    Submission(
+        "alt-einsum", "every computation written with einsum",
+        replace={
+            "project_qkv": '''
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    Q = np.einsum("ld,dk->lk", X, W_q) + b_q
+    K = np.einsum("ld,dk->lk", X, W_k) + b_k
+    V = np.einsum("ld,dv->lv", X, W_v) + b_v
+    return Q, K, V
+''',
+            "scaled_scores": '''
+def scaled_scores(Q, K):
+    return np.einsum("ik,jk->ij", Q, K) / np.sqrt(Q.shape[1])
+''',
+            "self_attention": '''
+def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    Q, K, V = project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v)
+    A = softmax(scaled_scores(Q, K))
+    return np.einsum("ij,jv->iv", A, V), A
+''',
+            "self_attention_columns": '''
+def self_attention_columns(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v, scale=False):
+    Q = np.einsum("ed,dn->en", omega_q, X) + beta_q
+    K = np.einsum("ed,dn->en", omega_k, X) + beta_k
+    V = np.einsum("ed,dn->en", omega_v, X) + beta_v
+    S = np.einsum("dm,dn->mn", K, Q)
+    if scale:
+        S = S / np.sqrt(Q.shape[0])
+    A = softmax(S, axis=0)
+    return np.einsum("dm,mn->dn", V, A), A
+''',
+            "dot_product_attention": '''
+def dot_product_attention(query, keys, values):
+    weights = torch.softmax(torch.einsum("bh,bsh->bs", query, keys), dim=-1)
+    return torch.einsum("bs,bsh->bh", weights, values), weights
+''',
+            "self_attention_module": '''
+class SelfAttention(nn.Module):
+    def __init__(self, embed_dim):
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.W_q = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.W_k = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.W_v = nn.Linear(embed_dim, embed_dim, bias=False)
+
+    def forward(self, x):
+        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+        a = torch.einsum("bid,bjd->bij", q, k).div(self.embed_dim ** 0.5).softmax(dim=-1)
+        return torch.einsum("bij,bjd->bid", a, v), a
+''',
+        },
+        in_demo=True,
+    ),
+    Submission(
+        "alt-torch-float32", "the NumPy parts written in float32 PyTorch, returning tensors",
+        replace={
+            "project_qkv": '''
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X = t(X)
+    return X @ t(W_q) + t(b_q), X @ t(W_k) + t(b_k), X @ t(W_v) + t(b_v)
+''',
+            "scaled_scores": '''
+def scaled_scores(Q, K):
+    Q, K = torch.as_tensor(Q, dtype=torch.float32), torch.as_tensor(K, dtype=torch.float32)
+    return Q @ K.T / Q.shape[-1] ** 0.5
+''',
+            "softmax": '''
+def softmax(S, axis=-1):
+    return torch.softmax(torch.as_tensor(S, dtype=torch.float32), dim=axis)
+''',
+            "attention_by_token": '''
+def attention_by_token(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X, oq, ok, ov, bq, bk, bv = map(t, (X, omega_q, omega_k, omega_v, beta_q, beta_k, beta_v))
+    N = X.shape[1]
+    out, A = torch.zeros(ov.shape[0], N), torch.zeros(N, N)
+    for n in range(N):
+        q = oq @ X[:, n] + bq[:, 0]
+        keys = torch.stack([ok @ X[:, m] + bk[:, 0] for m in range(N)])
+        vals = torch.stack([ov @ X[:, m] + bv[:, 0] for m in range(N)])
+        a = torch.softmax(keys @ q, dim=0)
+        A[:, n] = a
+        out[:, n] = a @ vals
+    return out, A
+''',
+            "self_attention_columns": '''
+def self_attention_columns(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v, scale=False):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X = t(X)
+    Q, K, V = t(omega_q) @ X + t(beta_q), t(omega_k) @ X + t(beta_k), t(omega_v) @ X + t(beta_v)
+    S = K.T @ Q
+    if scale:
+        S = S / Q.shape[0] ** 0.5
+    A = torch.softmax(S, dim=0)
+    return V @ A, A
+''',
+            "is_permutation_equivariant": '''
+def is_permutation_equivariant(f, X, perm):
+    out = torch.as_tensor(f(X))
+    out_perm = torch.as_tensor(f(X[:, list(perm)]))
+    return bool(torch.allclose(out_perm, out[:, list(perm)], atol=1e-6))
+''',
+        },
+    ),
+    Submission(
+        "alt-loops", "explicit Python loops instead of matrix products",
+        replace={
+            "project_qkv": '''
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    def affine(W, b):
+        out = np.zeros((X.shape[0], W.shape[1]))
+        for i in range(X.shape[0]):
+            for j in range(W.shape[1]):
+                out[i, j] = sum(X[i, d] * W[d, j] for d in range(X.shape[1])) + b[j]
+        return out
+    return affine(W_q, b_q), affine(W_k, b_k), affine(W_v, b_v)
+''',
+            "scaled_scores": '''
+def scaled_scores(Q, K):
+    S = np.zeros((Q.shape[0], K.shape[0]))
+    for i in range(Q.shape[0]):
+        for j in range(K.shape[0]):
+            S[i, j] = np.dot(Q[i], K[j]) / np.sqrt(Q.shape[1])
+    return S
+''',
+            "softmax": '''
+def softmax(S, axis=-1):
+    moved = np.moveaxis(np.array(S, dtype=float), axis, -1)
+    out = np.empty_like(moved)
+    for idx in np.ndindex(moved.shape[:-1]):
+        row = moved[idx]
+        e = np.exp(row - max(row))
+        out[idx] = e / e.sum()
+    return np.moveaxis(out, -1, axis)
+''',
+            "self_attention": '''
+def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    Q, K, V = project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v)
+    A = softmax(scaled_scores(Q, K))
+    out = np.zeros((X.shape[0], V.shape[1]))
+    for i in range(X.shape[0]):
+        for j in range(X.shape[0]):
+            out[i] += A[i, j] * V[j]
+    return out, A
+''',
+            "dot_product_attention": '''
+def dot_product_attention(query, keys, values):
+    outs, ws = [], []
+    for b in range(query.shape[0]):
+        w = torch.softmax(keys[b] @ query[b], dim=0)
+        ws.append(w)
+        outs.append(w @ values[b])
+    return torch.stack(outs), torch.stack(ws)
+''',
+        },
+    ),
+    Submission(
+        "alt-torch-warning", "a correct answer whose code makes PyTorch print a UserWarning in graded cells",
+        edits=[("dot_product_attention", "scores = torch.bmm(",
+                "query = torch.tensor(query)  # warns: copy-constructing from a tensor\n    scores = torch.bmm(")],
+    ),
+]

@@ -1,0 +1,84 @@
+"""Real nbgrader runs in scratch course folders, shared by the grading tests."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attention_course.grading.course import ROOT, catalogue_path
+from attention_course.grading.submissions import Submission, load_catalogue, write_class
+
+BIN = Path(sys.executable).parent
+
+
+def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in ``course`` with the venv first on PATH."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([str(BIN / "nbgrader"), *args, "--log-level=WARN"], cwd=course, env=env,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def new_course(tmp: Path, assignments: list[str]) -> Path:
+    """A scratch course holding this repository's config and the given assignments' sources."""
+    course = tmp / "course"
+    (course / "source").mkdir(parents=True)
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for a in assignments:
+        shutil.copytree(ROOT / "source" / a, course / "source" / a,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return course
+
+
+@dataclass
+class GradedClass:
+    """One assignment released, submitted by a whole synthetic class, autograded and given feedback."""
+
+    course: Path
+    assignment: str
+    catalogue: list[Submission]
+    students: list[str]
+    autograde_log: str
+    scores: dict = field(default_factory=dict)  # student -> {grade cell: (score, max, needs_manual)}
+
+    def feedback_text(self, student: str) -> str:
+        """The text of a student's feedback pages, tags removed and entities decoded."""
+        pages = sorted((self.course / "feedback" / student / self.assignment).glob("*.html"))
+        texts = []
+        for page in pages:
+            markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
+            texts.append(html.unescape(re.sub(r"<[^>]+>", "", markup)))
+        return "\n".join(texts)
+
+
+def read_scores(course: Path, assignment: str) -> dict:
+    from nbgrader.api import Gradebook
+
+    result = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for sub in gb.assignment_submissions(assignment):
+            cells = {}
+            for nb in sub.notebooks:
+                for grade in nb.grades:
+                    cells[grade.name] = (grade.score, grade.max_score, grade.needs_manual_grade)
+            result[sub.student.id] = cells
+    return result
+
+
+def grade_class(tmp: Path, assignment: str) -> GradedClass:
+    """Release ``assignment``, submit its catalogue, autograde everything in one run, write feedback."""
+    course = new_course(tmp, [assignment])
+    nbgrader(course, "generate_assignment", assignment, "--force")
+    catalogue = load_catalogue(catalogue_path(assignment))
+    students = write_class(course, assignment, catalogue)
+    log = nbgrader(course, "autograde", assignment, "--force").stderr
+    nbgrader(course, "generate_feedback", assignment, "--force")
+    return GradedClass(course, assignment, catalogue, students, log, read_scores(course, assignment))

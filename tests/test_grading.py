@@ -1,0 +1,139 @@
+"""The grader graded: real nbgrader runs over a synthetic class, one autograde run per assignment.
+
+For every assignment with a catalogue (tests/catalogue/<assignment>.py):
+- the reference solution earns every autograded point and leaves manual cells to the instructor;
+- the untouched release earns nothing;
+- each mistake loses points in exactly the grade cells it targets, and keeps every other point;
+- each alternative correct answer earns every autograded point;
+- feedback names the misconception and never shows hidden-test source.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from attention_course.grading.course import catalogue_path
+from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, END_HIDDEN, replace_blocks
+from attention_course.grading.submissions import load_catalogue, read_notebook
+
+from conftest import GRADED
+from harness import ROOT, nbgrader, read_scores
+
+CASES = [(a, s) for a in GRADED for s in load_catalogue(catalogue_path(a))]
+
+
+def auto_cells(scores: dict) -> dict:
+    """The autograded cells of one student: name -> (score, max)."""
+    return {name: (s, m) for name, (s, m, manual) in scores.items() if not manual}
+
+
+def student_scores(graded_class, student):
+    scores = graded_class.scores.get(student)
+    assert scores is not None, f"{student} was not graded. autograde said:\n{graded_class.autograde_log[-3000:]}"
+    return scores
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_solution_earns_every_point(graded, assignment):
+    g = graded(assignment)
+    scores = student_scores(g, "complete")
+    lost = {n: s for n, (s, m) in auto_cells(scores).items() if s != m}
+    assert not lost, f"the reference solution loses points in {lost}"
+    assert auto_cells(scores), "the assignment has no autograded cell"
+    manual = [n for n, (_, _, needs) in scores.items() if needs]
+    for name in manual:
+        assert scores[name][0] == 0, f"manual cell {name} was scored before an instructor graded it"
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_untouched_release_earns_nothing(graded, assignment):
+    g = graded(assignment)
+    earned = {n: s for n, (s, m) in auto_cells(student_scores(g, "blank")).items() if s != 0}
+    assert not earned, f"the untouched release earns points in {earned}: these grade cells cannot fail"
+
+
+@pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
+def test_mistake_loses_points_where_targeted(graded, assignment, sub):
+    g = graded(assignment)
+    cells = auto_cells(student_scores(g, sub.name))
+    unknown = sub.loses - cells.keys()
+    assert not unknown, f"catalogue names unknown grade cells {unknown}"
+    kept = sorted(n for n in sub.loses if cells[n][0] >= cells[n][1])
+    assert not kept, f"{sub.description}: full points in {kept}, which should catch it"
+    collateral = sorted(n for n, (s, m) in cells.items() if n not in sub.loses and s != m)
+    assert not collateral, f"{sub.description}: also loses points in {collateral}, which should not be affected"
+    if sub.says:
+        assert sub.says in g.feedback_text(sub.name), f"feedback of {sub.name} does not say {sub.says!r}"
+
+
+@pytest.mark.parametrize("assignment,sub", [c for c in CASES if not c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
+def test_alternative_answer_earns_every_point(graded, assignment, sub):
+    g = graded(assignment)
+    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
+    assert not lost, f"{sub.description}: loses points in {lost}"
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_catalogue_is_large_enough(assignment):
+    catalogue = load_catalogue(catalogue_path(assignment))
+    mistakes = [s for s in catalogue if s.is_mistake]
+    alternatives = [s for s in catalogue if not s.is_mistake]
+    assert len(mistakes) >= 8 and len(alternatives) >= 3, (len(mistakes), len(alternatives))
+    # every autograded cell is the target of at least one mistake
+    masters = [read_notebook(p) for p in (ROOT / "source" / assignment).glob("*.ipynb")]
+    grade_cells = {c["metadata"]["nbgrader"]["grade_id"] for nb in masters for c in nb["cells"]
+                   if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
+    untargeted = grade_cells - set().union(*(s.loses for s in mistakes))
+    assert not untargeted, f"no mistake in the catalogue targets {sorted(untargeted)}"
+
+
+def hidden_lines(assignment: str) -> set[str]:
+    """Distinctive lines that occur only in the hidden tests of an assignment's masters."""
+    hidden, visible = set(), set()
+    for path in (ROOT / "source" / assignment).glob("*.ipynb"):
+        for cell in read_notebook(path)["cells"]:
+            src = "".join(cell["source"])
+            rest = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN,
+                                  lambda block, indent: hidden.update(l.strip() for l in block) or [])
+            visible.update(l.strip() for l in rest.split("\n"))
+    return {l for l in hidden - visible if len(l) >= 20 and not l.startswith("#")}
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_feedback_shows_no_hidden_source(graded, assignment):
+    g = graded(assignment)
+    secret = hidden_lines(assignment)
+    assert secret
+    for student in g.students:
+        text = re.sub(r"[ \t]+", " ", g.feedback_text(student))
+        assert text, f"no feedback for {student}"
+        shown = [l for l in secret if re.sub(r"[ \t]+", " ", l) in text]
+        assert not shown, f"feedback of {student} shows hidden-test lines: {shown[:3]}"
+    # Failed grade cells show the check's message; tracebacks through them (which quote hidden
+    # lines) are removed. Students' own cells keep theirs.
+    text = g.feedback_text("blank")
+    assert "NotImplementedError" in text and "hidden tests run here" in text
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, tmp_path):
+    """A correct answer that makes PyTorch warn keeps its points, and would not without the course's config."""
+    g = graded(assignment)
+    subs = [s for s in g.catalogue if "warning" in s.name]
+    if not subs:
+        pytest.skip("no warning alternative in this catalogue")
+    for sub in subs:
+        lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
+        assert not lost, f"a warning on stderr cost points in {lost}"
+        # Control: the same submission graded with the stderr filter off loses points, so the
+        # warning really is printed inside graded cells.
+        control = tmp_path / "control"
+        shutil.copytree(g.course, control, ignore=shutil.ignore_patterns("autograded", "feedback"))
+        with open(control / "nbgrader_config.py", "a") as f:
+            f.write("\nc.IgnorePattern.enabled = False\n")
+        nbgrader(control, "autograde", assignment, "--student", sub.name, "--force")
+        unfiltered = auto_cells(read_scores(control, assignment)[sub.name])
+        assert any(s != m for s, m in unfiltered.values()), "the warning never reaches a graded cell"

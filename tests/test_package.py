@@ -1,0 +1,132 @@
+"""Unit tests of the course package: checks, plots, data, nbgrader extensions, submissions."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+from attention_course import (
+    assert_close, check_shape, check_sums_to_one, check_unchanged, plot_attention, plot_matrices,
+    projection_params, to_numpy, toy_sentence,
+)
+from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, HideHiddenTests, replace_blocks, uncomment
+from attention_course.grading.submissions import Submission, apply_submission, solved_notebook
+
+
+def message(fn, *args, **kwargs) -> str:
+    with pytest.raises(AssertionError) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+def test_assert_close_accepts_float32_torch():
+    x = np.random.default_rng(0).normal(size=(3, 4))
+    assert_close(torch.tensor(x, dtype=torch.float32, requires_grad=True), x, "x")
+
+
+def test_assert_close_message_teaches_without_the_answer():
+    expected = np.array([[0.123456, 0.654321], [0.5, 0.5]])
+    got = expected.copy()
+    got[1, 0] += 0.25
+    msg = message(assert_close, got, expected, "weights", hint="check the axis")
+    assert "weights" in msg and "1 of 4" in msg and "rtol=0.0001" in msg and "0.25" in msg and "(1, 0)" in msg
+    assert "check the axis" in msg
+    assert "0.123456" not in msg and "0.654321" not in msg
+
+
+def test_assert_close_names_a_matching_mistake():
+    expected = np.eye(3)
+    msg = message(assert_close, expected.T * 2, expected, "A", mistakes={"you doubled it": expected * 2})
+    assert "common mistake: you doubled it" in msg
+
+
+def test_assert_close_reports_shape_and_nan():
+    assert "shape (2, 3), expected (3, 2)" in message(assert_close, np.zeros((2, 3)), np.zeros((3, 2)), "S")
+    assert "NaN" in message(assert_close, np.array([np.nan, 1.0]), np.ones(2), "p")
+    assert "None" in message(assert_close, None, np.ones(2), "out")
+
+
+def test_check_shape_and_unchanged():
+    assert check_shape(torch.zeros(2, 3), (2, 3)).shape == (2, 3)
+    assert "hint!" in message(check_shape, np.zeros(3), (2, 3), "V", hint="hint!")
+    assert "modified in place" in message(check_unchanged, np.zeros(2), np.ones(2), "X")
+    check_unchanged(np.ones(2), np.ones(2))
+
+
+def test_check_sums_to_one_spots_the_wrong_axis():
+    w = np.array([[0.2, 0.9], [0.8, 0.1]])  # columns sum to 1, rows do not
+    check_sums_to_one(w, axis=0)
+    assert "wrong axis" in message(check_sums_to_one, w, axis=-1)
+    assert "negative" in message(check_sums_to_one, np.array([[1.5, -0.5]]), axis=-1)
+
+
+def test_to_numpy_rejects_non_numbers():
+    assert "array of numbers" in message(to_numpy, {"a": 1}, "x")
+
+
+def test_plots_draw():
+    tokens, X = toy_sentence()
+    ax = plot_attention(np.full((len(tokens), len(tokens)), 1 / len(tokens)), tokens, tokens)
+    assert ax.get_xlabel().startswith("key")
+    fig = plot_matrices({"Q": np.eye(3), "K": torch.ones(2, 3)})
+    assert len(fig.axes) >= 2
+    with pytest.raises(ValueError):
+        plot_attention(np.zeros((2, 2, 2)))
+
+
+def test_toy_sentence_is_orthonormal_per_word():
+    tokens, X = toy_sentence()
+    G = X @ X.T
+    same = np.array([[a == b for b in tokens] for a in tokens])
+    assert np.allclose(G[same], 1) and np.allclose(G[~same], 0)
+    with pytest.raises(ValueError):
+        toy_sentence(d_model=4)
+
+
+def test_projection_params_shapes_and_order():
+    p = projection_params(np.random.default_rng(0), 5, 3, 4)
+    assert p["W_q"].shape == (5, 3) and p["W_v"].shape == (5, 4) and p["b_v"].shape == (4,)
+    c = projection_params(np.random.default_rng(0), 5, 3, 4, convention="column", bias=False)
+    assert c["W_q"].shape == (3, 5) and c["W_v"].shape == (4, 5)
+    assert c["b_k"].shape == (3, 1) and not c["b_k"].any()
+
+
+def test_replace_blocks_and_uncomment():
+    src = "a\n    ### BEGIN STARTER\n    # x = 1\n    #\n    ### END STARTER\nb"
+    assert replace_blocks(src, "### BEGIN STARTER", "### END STARTER", uncomment) == "a\n    x = 1\n\nb"
+    assert replace_blocks(src, "### BEGIN STARTER", "### END STARTER", lambda l, i: []) == "a\nb"
+    with pytest.raises(ValueError):
+        replace_blocks("### BEGIN X\n", "### BEGIN X", "### END X", lambda l, i: l)
+
+
+def test_hide_hidden_tests_strips_source_and_tracebacks():
+    cell = nbformat.v4.new_code_cell("'''doc'''\nvisible()\n### BEGIN HIDDEN TESTS\nsecret()\n### END HIDDEN TESTS")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1, "locked": True}
+    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="\x1b[0mweights off",
+                                           traceback=["Traceback", "secret()"])]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    nb, _ = HideHiddenTests().preprocess(nb, {})
+    assert "secret" not in nb.cells[0].source and HIDDEN_PLACEHOLDER in nb.cells[0].source
+    assert nb.cells[0].outputs[0]["traceback"] == ["AssertionError: weights off"]
+
+
+def test_submissions_are_built_from_the_master():
+    master = {"cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "f", "solution": True}}, "outputs": [],
+         "execution_count": 3, "source": "def f():\n    ### BEGIN STARTER\n    # return 0\n    ### END STARTER\n"
+                                          "    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"},
+    ]}
+    solved = solved_notebook(master)
+    assert solved["cells"][0]["source"] == "def f():\n    return 1" and solved["cells"][0]["execution_count"] is None
+    nbs = apply_submission({"a.ipynb": master}, Submission("m", "", edits=[("f", "return 1", "return 2")]))
+    assert nbs["a.ipynb"]["cells"][0]["source"].endswith("return 2")
+    with pytest.raises(ValueError):
+        apply_submission({"a.ipynb": master}, Submission("m", "", edits=[("f", "nothing", "x")]))
+    with pytest.raises(KeyError):
+        apply_submission({"a.ipynb": master}, Submission("m", "", replace={"g": "x"}))

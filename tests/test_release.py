@@ -1,0 +1,110 @@
+"""release/ is what students receive: up to date with source/, and free of solutions and hidden tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attention_course.grading.course import ROOT, available
+from attention_course.grading.nbgrader_ext import (
+    BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
+)
+from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, read_notebook
+
+from harness import new_course, nbgrader
+
+ASSIGNMENTS = available()
+MARKERS = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN, BEGIN_STARTER, END_STARTER)
+
+
+def test_every_assignment_is_there():
+    assert ASSIGNMENTS and ASSIGNMENTS[0] == "01_self_attention"
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory):
+    """A scratch course with every assignment released and its solutions generated."""
+    course = new_course(tmp_path_factory.mktemp("release"), ASSIGNMENTS)
+    for a in ASSIGNMENTS:
+        nbgrader(course, "generate_assignment", a, "--force")
+        nbgrader(course, "generate_solution", a, "--force")
+    return course
+
+
+def files(folder: Path) -> dict[str, Path]:
+    return {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_is_up_to_date(regenerated, assignment):
+    committed, fresh = files(ROOT / "release" / assignment), files(regenerated / "release" / assignment)
+    assert committed.keys() == fresh.keys(), "release/ differs from source/: run `make release` and commit"
+    for name, path in committed.items():
+        if name.endswith(".ipynb"):
+            same = read_notebook(path) == read_notebook(fresh[name])
+        else:
+            same = path.read_bytes() == fresh[name].read_bytes()
+        assert same, f"release/{assignment}/{name} is stale: run `make release` and commit"
+
+
+def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
+    """Lines of a master: (solution-only, hidden-only, everything a student may see)."""
+    solution, hidden, visible = set(), set(), set()
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        src = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN, lambda b, i: hidden.update(b) or [])
+        src = replace_blocks(src, BEGIN_SOLUTION, END_SOLUTION, lambda b, i: solution.update(b) or [])
+        src = replace_blocks(src, BEGIN_STARTER, END_STARTER, uncomment)
+        visible.update(src.split("\n"))
+    norm = lambda lines: {l.strip() for l in lines if len(l.strip()) >= 12 and not l.strip().startswith("#")}
+    seen, solution = norm(visible), norm(solution)
+    return solution - seen, norm(hidden) - seen - solution, seen
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_holds_no_solution_and_no_hidden_tests(assignment):
+    masters = {p.name: read_notebook(p) for p in (ROOT / "source" / assignment).glob("*.ipynb")}
+    released = files(ROOT / "release" / assignment)
+    for name, master in masters.items():
+        solution, hidden, _ = split_master(master)
+        assert solution and hidden, f"{name}: the master has no solution or no hidden test"
+        text = released[name].read_text(encoding="utf-8")
+        nb = json.loads(text)
+        body = "\n".join("".join(c["source"]) for c in nb["cells"])
+        for marker in MARKERS:
+            assert marker not in body, f"release/{assignment}/{name} contains {marker!r}"
+        leaked = sorted(l for l in solution | hidden if l in body)
+        assert not leaked, f"release/{assignment}/{name} contains solution or hidden-test lines: {leaked[:3]}"
+        assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+    for name, path in released.items():  # no other file may carry them either
+        if not name.endswith(".ipynb"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert not any(m in text for m in MARKERS), f"release/{assignment}/{name} holds grading material"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_run_and_hold_no_hidden_tests(regenerated, assignment):
+    for path in (regenerated / "solutions" / assignment).glob("*.ipynb"):
+        nb = read_notebook(path)
+        _, hidden, _ = split_master(read_notebook(ROOT / "source" / assignment / path.name))
+        body = "\n".join("".join(c["source"]) for c in nb["cells"])
+        assert not [l for l in hidden if l in body], f"solutions/{assignment}/{path.name} shows hidden tests"
+        assert BEGIN_STARTER not in body and BEGIN_HIDDEN not in body
+        errors = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"] if o["output_type"] == "error"]
+        assert not errors, f"solutions/{assignment}/{path.name} raised {errors[0]['ename']}: {errors[0]['evalue']}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_masters_are_committed_clean(assignment):
+    for path in (ROOT / "source" / assignment).glob("*.ipynb"):
+        nb = read_notebook(path)
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "code":
+                assert not cell["outputs"] and cell["execution_count"] is None, f"{path.name}: saved outputs"
+            md = cell["metadata"].get("nbgrader", {})
+            if md.get("grade") and cell["cell_type"] == "code":
+                first = "".join(cell["source"]).lstrip()
+                assert first.startswith('"""'), f"{md['grade_id']}: a grade cell opens with a docstring"
+                assert not first.rstrip().endswith(("True", "False")), "end test cells with a statement"
