@@ -24,16 +24,9 @@ from attention_course.grading.nbgrader_ext import DropStarterCode, HideHiddenTes
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
-#: The assignments, in teaching order. Each is a folder of source/.
-ASSIGNMENTS = [
-    "01_self_attention",
-    "02_multihead_attention",
-    "03_masking",
-    "04_msa_attention",
-    "05_hand_designed_transformers",
-]
-
 c.CourseDirectory.course_id = "attention-from-scratch"
+# The assignments, in teaching order, are listed once: ASSIGNMENTS in
+# attention_course/grading/course.py, which the Makefile and the tests iterate over.
 c.CourseDirectory.solution_directory = "solutions"
 
 # --- Releasing -------------------------------------------------------------

@@ -40,15 +40,18 @@ def to_numpy(x, name: str = "value") -> np.ndarray:
     return arr
 
 
-def check_shape(x, shape: Sequence[int], name: str = "value", hint: str = "") -> np.ndarray:
-    """Assert that ``x`` has exactly ``shape``; return it as a NumPy array."""
+def check_shape(x, shape: Sequence[int], name: str = "value", hint: str = "") -> None:
+    """Assert that ``x`` has exactly ``shape``.
+
+    Like every check here it returns ``None``: nbgrader would read a value left
+    as the last expression of a grade cell as partial credit.
+    """
     arr = to_numpy(x, name)
     if tuple(arr.shape) != tuple(shape):
         msg = f"{name} has shape {tuple(arr.shape)}, expected {tuple(shape)}."
         if hint:
             msg += f" {hint}"
         raise AssertionError(msg)
-    return arr
 
 
 def _matches(actual: np.ndarray, other, rtol: float, atol: float) -> bool:

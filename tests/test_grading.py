@@ -16,7 +16,7 @@ import shutil
 import pytest
 
 from attention_course.grading.course import catalogue_path
-from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, END_HIDDEN, replace_blocks
+from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, END_HIDDEN, HIDDEN_PLACEHOLDER, replace_blocks
 from attention_course.grading.submissions import load_catalogue, read_notebook
 
 from conftest import GRADED
@@ -115,7 +115,7 @@ def test_feedback_shows_no_hidden_source(graded, assignment):
     # Failed grade cells show the check's message; tracebacks through them (which quote hidden
     # lines) are removed. Students' own cells keep theirs.
     text = g.feedback_text("blank")
-    assert "NotImplementedError" in text and "hidden tests run here" in text
+    assert "NotImplementedError" in text and HIDDEN_PLACEHOLDER.lstrip("# ") in text
 
 
 @pytest.mark.parametrize("assignment", GRADED)

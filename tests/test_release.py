@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, r
 from harness import new_course, nbgrader
 
 ASSIGNMENTS = available()
+CHECKS = {"assert_close", "check_shape", "check_sums_to_one", "check_unchanged"}  # all return None
 MARKERS = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN, BEGIN_STARTER, END_STARTER)
 
 
@@ -107,4 +109,8 @@ def test_masters_are_committed_clean(assignment):
             if md.get("grade") and cell["cell_type"] == "code":
                 first = "".join(cell["source"]).lstrip()
                 assert first.startswith('"""'), f"{md['grade_id']}: a grade cell opens with a docstring"
-                assert not first.rstrip().endswith(("True", "False")), "end test cells with a statement"
+                last = ast.parse(first).body[-1]
+                ends_in_check = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
+                    getattr(last.value.func, "id", "") in CHECKS
+                assert not isinstance(last, ast.Expr) or ends_in_check, (
+                    f"{md['grade_id']} ends with an expression: nbgrader would read its value as partial credit")

@@ -30,7 +30,8 @@ def score_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[li
     """Per-student, per-assignment scores from the gradebook.
 
     Returns the header and one row per student: id, a score per assignment
-    (blank where nothing was submitted), the total and the maximum.
+    (blank where nothing was submitted), the total, the maximum, and how many
+    answers still wait for manual grading (in the formgrader).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -39,17 +40,18 @@ def score_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[li
         maxima = {a: gb.find_assignment(a).max_score for a in graded}
         rows = []
         for student in sorted(gb.students, key=lambda s: s.id):
-            row, total = [student.id], 0.0
+            row, total, pending = [student.id], 0.0, 0
             for a in graded:
                 try:
-                    score = gb.find_submission(a, student.id).score
+                    submission = gb.find_submission(a, student.id)
                 except MissingEntry:
                     row.append("")
                     continue
-                row.append(round(score, 2))
-                total += score
-            rows.append(row + [round(total, 2), sum(maxima.values())])
-    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max"]
+                row.append(round(submission.score, 2))
+                total += submission.score
+                pending += sum(1 for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade)
+            rows.append(row + [round(total, 2), sum(maxima.values()), pending])
+    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "to grade by hand"]
     return header, rows
 
 

@@ -23,13 +23,13 @@ import re
 
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool
+from traitlets import Bool, List
 
 BEGIN_STARTER = "### BEGIN STARTER"
 END_STARTER = "### END STARTER"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
-HIDDEN_PLACEHOLDER = "# (hidden tests run here when your notebook is graded)"
+HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 
 
 def replace_blocks(source: str, begin: str, end: str, keep) -> str:
@@ -99,6 +99,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 class HideHiddenTests(NbGraderPreprocessor):
     """Remove hidden-test source and tracebacks from grade cells before feedback is rendered."""
+
+    # The HTML exporter hands this option to every preprocessor it runs.
+    display_data_priority = List(["text/html", "image/png", "text/plain"]).tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not utils.is_grade(cell):

@@ -14,84 +14,99 @@ SUBMISSIONS = [
     Submission(
         "v-uses-wq", "kept the starter code's typo: the values are projected with W_q and b_q",
         edits=[("project_qkv", "V = X @ W_v + b_v", "V = X @ W_q + b_q")],
+        says='Which weights did you use for the values?',
         loses=frozenset({*PROJECT, "test_self_attention_output"}), in_demo=True,
     ),
     Submission(
         "no-bias", "forgot the biases of the projections",
         edits=[("project_qkv", "Q = X @ W_q + b_q\n    K = X @ W_k + b_k\n    V = X @ W_v + b_v",
                 "Q = X @ W_q\n    K = X @ W_k\n    V = X @ W_v")],
+        says='common mistake: the bias is missing',
         loses=frozenset({"test_project_qkv_values", *SA}),
     ),
     # ---- Part 2: scores --------------------------------------------------------------------
     Submission(
         "unscaled-scores", "did not divide the scores by sqrt(d_k)",
         edits=[("scaled_scores", "return Q @ K.T / math.sqrt(d_k)", "return Q @ K.T")],
+        says='common mistake: the scores are not scaled at all',
         loses=frozenset({"test_scores_values", *SA}), in_demo=True,
     ),
     Submission(
         "scale-by-tokens", "scaled by the square root of the number of tokens instead of d_k",
         edits=[("scaled_scores", "d_k = Q.shape[-1]", "d_k = Q.shape[0]")],
+        says='the scale uses the number of queries instead of d_k',
         loses=frozenset({"test_scores_values", *SA}),
     ),
     Submission(
         "scores-transposed", "computed K Q^T (keys by queries) instead of Q K^T",
         edits=[("scaled_scores", "return Q @ K.T / math.sqrt(d_k)", "return K @ Q.T / math.sqrt(d_k)")],
+        says='S = Q K^T, not K Q^T',
         loses=frozenset({"test_scores_shape", "test_scores_values", *SA}),
     ),
     # ---- Part 3: softmax -------------------------------------------------------------------
     Submission(
         "softmax-naive", "exponentiated the scores without subtracting the maximum (overflows)",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S")],
+        says='overflowed',
         loses=frozenset({"test_softmax_stable"}), in_demo=True,
     ),
     Submission(
         "softmax-global-max", "subtracted the maximum of the whole array instead of each row's",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S - S.max()")],
+        says='Subtract the maximum of each row',
         loses=frozenset({"test_softmax_stable"}),
     ),
     Submission(
         "softmax-in-place", "shifted the scores in place, modifying the caller's array",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)",
                 "S -= S.max(axis=axis, keepdims=True)\n    shifted = S")],
+        says='modified in place',
         loses=frozenset({"test_softmax_values"}),
     ),
     # ---- Part 4: self-attention ------------------------------------------------------------
     Submission(
         "softmax-over-queries", "normalised the scores over the queries (axis 0) instead of the keys",
         edits=[("self_attention", "softmax(scaled_scores(Q, K), axis=-1)", "softmax(scaled_scores(Q, K), axis=0)")],
+        says='is the softmax taken over the wrong axis?',
         loses=frozenset(SA), in_demo=True,
     ),
     Submission(
         "weights-transposed", "weighted the values with the transposed attention matrix",
         edits=[("self_attention", "return weights @ V, weights", "return weights.T @ V, weights")],
+        says='common mistake: the values are weighted by the transposed weights',
         loses=frozenset({"test_self_attention_output"}),
     ),
     # ---- Parts 6-7: column convention ------------------------------------------------------
     Submission(
         "loop-weights-by-row", "stored each query's weights as a row of A instead of a column",
         edits=[("attention_by_token", "A[:, n] = a_n", "A[n, :] = a_n")],
+        says='one column per query',
         loses=frozenset({"test_by_token_reference", "test_by_token_general"}),
     ),
     Submission(
         "columns-softmax-wrong-axis", "in the column convention, normalised along the rows (axis 1)",
         edits=[("self_attention_columns", "A = softmax(scores, axis=0)", "A = softmax(scores, axis=1)")],
+        says='each column (one query) sums to 1',
         loses=frozenset({"test_matrix_form_reference", "test_matrix_form_general"}),
     ),
     Submission(
         "columns-scale-by-tokens", "confused D and N: scaled by sqrt(N) instead of sqrt(D)",
         edits=[("self_attention_columns", "math.sqrt(Q.shape[0])", "math.sqrt(Q.shape[1])")],
+        says='the scale uses the number of tokens N instead of D',
         loses=frozenset({"test_matrix_form_reference", "test_matrix_form_general"}), in_demo=True,
     ),
     # ---- Part 8: permutation equivariance --------------------------------------------------
     Submission(
         "equivariance-output-not-permuted", "compared f(X[:, perm]) with f(X), forgetting to permute the output",
         edits=[("is_permutation_equivariant", "np.allclose(f(X[:, perm]), f(X)[:, perm])", "np.allclose(f(X[:, perm]), f(X))")],
+        says='Compare f applied to the permuted tokens',
         loses=frozenset({"test_permutation_equivariance"}),
     ),
     # ---- Parts 9-10: PyTorch ---------------------------------------------------------------
     Submission(
         "softmax-over-batch", "took the softmax over the batch axis (dim=0)",
         edits=[("dot_product_attention", "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=0)")],
+        says='is the softmax taken over the wrong axis?',
         loses=frozenset({"test_dot_product_shapes", "test_dot_product_values"}),
     ),
     Submission(
@@ -102,18 +117,21 @@ SUBMISSIONS = [
                 "self.W_q = nn.Linear(embed_dim, embed_dim)\n"
                 "        self.W_k = nn.Linear(embed_dim, embed_dim)\n"
                 "        self.W_v = nn.Linear(embed_dim, embed_dim)")],
+        says='has a bias',
         loses=frozenset({"test_module_structure", "test_module_weights", "test_module_output"}),
     ),
     Submission(
         "module-unscaled", "forgot the 1/sqrt(D) scale in the module",
         edits=[("self_attention_module", "scores = Q @ K.transpose(-2, -1) / math.sqrt(self.embed_dim)",
                 "scores = Q @ K.transpose(-2, -1)")],
+        says='common mistake: the scores are not scaled by 1/sqrt(D)',
         loses=frozenset({"test_module_weights", "test_module_output"}),
     ),
     Submission(
         "module-wq-for-v", "used the query projection for the values in the module",
         edits=[("self_attention_module", "Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
                 "Q, K, V = self.W_q(x), self.W_k(x), self.W_q(x)")],
+        says='common mistake: the values are computed with W_q instead of W_v',
         loses=frozenset({"test_module_output"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
