@@ -20,7 +20,8 @@ BIN = Path(sys.executable).parent
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run one nbgrader command in ``course`` with the venv first on PATH."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(BIN / "nbgrader"), *args, "--log-level=WARN"], cwd=course, env=env,
+    quiet = [] if args[0] == "validate" else ["--log-level=WARN"]  # validate takes no log level
+    proc = subprocess.run([str(BIN / "nbgrader"), *args, *quiet], cwd=course, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")

@@ -114,3 +114,17 @@ def test_masters_are_committed_clean(assignment):
                     getattr(last.value.func, "id", "") in CHECKS
                 assert not isinstance(last, ast.Expr) or ends_in_check, (
                     f"{md['grade_id']} ends with an expression: nbgrader would read its value as partial credit")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_validate_tells_students_where_they_stand(regenerated, assignment, tmp_path):
+    """`nbgrader validate` (the student's Validate button) passes a solution and fails the blank release."""
+    from attention_course.grading.submissions import solved_notebook, write_notebook
+
+    for path in (ROOT / "source" / assignment).glob("*.ipynb"):
+        solved = tmp_path / "solved" / path.name
+        write_notebook(solved_notebook(read_notebook(path)), solved)
+        ok = nbgrader(regenerated, "validate", str(solved), check=False)
+        assert "Success! Your notebook passes all the tests." in ok.stdout, ok.stdout[-2000:]
+        blank = nbgrader(regenerated, "validate", str(regenerated / "release" / assignment / path.name), check=False)
+        assert "VALIDATION FAILED" in blank.stdout and "NotImplementedError" in blank.stdout, blank.stdout[-2000:]
