@@ -55,7 +55,7 @@ def check_shape(x, shape: Sequence[int], name: str = "value", hint: str = "") ->
 
 
 def _matches(actual: np.ndarray, other, rtol: float, atol: float) -> bool:
-    other = np.asarray(other, dtype=np.float64)
+    other = to_numpy(other, "mistake")
     return other.shape == actual.shape and bool(
         np.allclose(actual, other, rtol=rtol, atol=atol, equal_nan=False)
     )
@@ -77,7 +77,7 @@ def assert_close(
     misconception would produce; if ``actual`` matches one of them, the
     message names it. ``hint`` is added when no known mistake matches.
     """
-    expected = np.asarray(expected, dtype=np.float64)
+    expected = to_numpy(expected, "expected")
     arr = to_numpy(actual, name)
     known = dict(mistakes or {})
 

@@ -30,6 +30,12 @@ def test_assert_close_accepts_float32_torch():
     assert_close(torch.tensor(x, dtype=torch.float32, requires_grad=True), x, "x")
 
 
+def test_assert_close_takes_tensors_that_require_grad_on_every_side():
+    w = torch.ones(2, 2, requires_grad=True)
+    assert_close(w * 1, w, "w", mistakes={"doubled": w * 2})
+    assert "doubled" in message(assert_close, w * 2, w, "w", mistakes={"doubled": w * 2})
+
+
 def test_assert_close_message_teaches_without_the_answer():
     expected = np.array([[0.123456, 0.654321], [0.5, 0.5]])
     got = expected.copy()

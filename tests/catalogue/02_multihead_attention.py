@@ -1,0 +1,283 @@
+"""Synthetic submissions for 02_multihead_attention: realistic mistakes and alternative correct answers."""
+
+from attention_course.grading.submissions import Submission
+
+MODULE = ("test_module_weights", "test_module_output", "test_module_mask")
+
+SUBMISSIONS = [
+    # ---- Part 1: independent heads ---------------------------------------------------------
+    Submission(
+        "head-scale-sqrt-D", "scaled each head's scores by sqrt(D), the model width, instead of sqrt(D_H)",
+        edits=[("attention_head", "math.sqrt(Q.shape[-1])", "math.sqrt(X.shape[-1])")],
+        says="common mistake: the scores are scaled by sqrt(D), the model width, instead of sqrt(D_H)",
+        loses=frozenset({"test_attention_head", "test_multihead_independent"}), in_demo=True,
+    ),
+    Submission(
+        "head-no-bias", "forgot the biases of each head's projections",
+        edits=[("attention_head", "Q, K, V = X @ W_q + b_q, X @ W_k + b_k, X @ W_v + b_v",
+                "Q, K, V = X @ W_q, X @ W_k, X @ W_v")],
+        says="common mistake: the biases are missing",
+        loses=frozenset({"test_attention_head", "test_multihead_independent"}),
+    ),
+    Submission(
+        "heads-reversed", "concatenated the heads in reverse order",
+        edits=[("multihead_independent", "np.concatenate(outputs, axis=-1)", "np.concatenate(outputs[::-1], axis=-1)")],
+        says="common mistake: the heads are concatenated in reverse order",
+        loses=frozenset({"test_multihead_independent"}), in_demo=True,
+    ),
+    Submission(
+        "no-output-projection", "forgot the output projection W_c",
+        edits=[("multihead_independent", "return np.concatenate(outputs, axis=-1) @ W_c",
+                "return np.concatenate(outputs, axis=-1)")],
+        says="common mistake: the output projection W_c is missing",
+        loses=frozenset({"test_multihead_independent"}),
+    ),
+    # ---- Part 2: reshape and transpose ----------------------------------------------------
+    Submission(
+        "split-reshape-only", "split the heads with a reshape to [H, L, D_H] and no transpose",
+        edits=[("split_heads", "return T.reshape(L, H, D // H).transpose(1, 0, 2)", "return T.reshape(H, L, D // H)")],
+        says="common mistake: reshape to [H, L, D_H] without a transpose mixes tokens and heads",
+        loses=frozenset({"test_split_heads", "test_multihead_combined"}), in_demo=True,
+    ),
+    Submission(
+        "merge-reshape-only", "merged the heads with a reshape to [L, D] and no transpose",
+        edits=[("split_heads", "return T.transpose(1, 0, 2).reshape(L, H * D_H)", "return T.reshape(L, H * D_H)")],
+        says="common mistake: reshape to [L, D] without transposing back first mixes tokens and heads",
+        loses=frozenset({"test_merge_heads", "test_multihead_combined"}),
+    ),
+    Submission(
+        "combined-softmax-over-queries", "normalised each head's scores over the queries",
+        edits=[("multihead_combined", "E = np.exp(S - S.max(axis=-1, keepdims=True))\n    weights = E / E.sum(axis=-1, keepdims=True)",
+                "E = np.exp(S - S.max(axis=-2, keepdims=True))\n    weights = E / E.sum(axis=-2, keepdims=True)")],
+        says="is the softmax taken over the wrong axis?",
+        loses=frozenset({"test_multihead_combined"}),
+    ),
+    Submission(
+        "combined-scale-sqrt-D", "scaled the combined form's scores by sqrt(D)",
+        edits=[("multihead_combined", "math.sqrt(Q.shape[-1])", "math.sqrt(X.shape[-1])")],
+        says="common mistake: the scores are scaled by sqrt(D) instead of sqrt(D_H)",
+        loses=frozenset({"test_multihead_combined"}),
+    ),
+    Submission(
+        "stack-reversed", "stacked the heads' weights in reverse order",
+        edits=[("multihead_combined", "[head[key] for head in heads]", "[head[key] for head in heads[::-1]]")],
+        says="common mistake: the heads are stacked in reverse order",
+        loses=frozenset({"test_stack_heads"}),
+    ),
+    # ---- Part 3: the book's example --------------------------------------------------------
+    Submission(
+        "book-attention-transposed", "kept the companion notebook's bug: V times the [queries, keys] matrix",
+        edits=[("multihead_columns", "outputs.append(V @ (E / E.sum(axis=0, keepdims=True)))",
+                "outputs.append(V @ (E / E.sum(axis=0, keepdims=True)).T)")],
+        says="the companion notebook's wrong answer",
+        loses=frozenset({"test_book_table", "test_multihead_columns"}), in_demo=True,
+    ),
+    # ---- Part 4: the module -----------------------------------------------------------------
+    Submission(
+        "module-scale-sqrt-D", "scaled the module's scores by sqrt(D) instead of sqrt(D_H)",
+        edits=[("multihead_module", "math.sqrt(self.d_head)", "math.sqrt(self.d_model)")],
+        says="common mistake: the scores are scaled by sqrt(D) instead of sqrt(D_H)",
+        loses=frozenset(MODULE), in_demo=True,
+    ),
+    Submission(
+        "module-view-no-transpose", "split and merged the heads with view/reshape alone",
+        edits=[("multihead_module", "t.view(B, L, self.num_heads, self.d_head).transpose(1, 2)",
+                "t.reshape(B, self.num_heads, L, self.d_head)"),
+               ("multihead_module", "(weights @ V).transpose(1, 2).reshape(B, L, D)", "(weights @ V).reshape(B, L, D)")],
+        says="common mistake: the heads are split with view/reshape alone, without the transpose",
+        loses=frozenset(MODULE),
+    ),
+    Submission(
+        "module-no-output-projection", "returned the merged heads without W_o",
+        edits=[("multihead_module", "return self.W_o(out), weights", "return out, weights")],
+        says="common mistake: the output projection W_o is missing",
+        loses=frozenset({"test_module_output", "test_module_mask"}),
+    ),
+    Submission(
+        "module-no-bias", "built the module's projections without biases",
+        edits=[("multihead_module", "self.W_q = nn.Linear(d_model, d_model)\n        self.W_k = nn.Linear(d_model, d_model)\n"
+                "        self.W_v = nn.Linear(d_model, d_model)\n        self.W_o = nn.Linear(d_model, d_model)",
+                "self.W_q = nn.Linear(d_model, d_model, bias=False)\n        self.W_k = nn.Linear(d_model, d_model, bias=False)\n"
+                "        self.W_v = nn.Linear(d_model, d_model, bias=False)\n        self.W_o = nn.Linear(d_model, d_model, bias=False)")],
+        says="common mistake: the biases are missing",
+        loses=frozenset({"test_module_structure", *MODULE}),
+    ),
+    Submission(
+        "module-softmax-over-queries", "took the module's softmax over the queries (dim=-2)",
+        edits=[("multihead_module", "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")],
+        says="is the softmax taken over the wrong axis?",
+        loses=frozenset(MODULE),
+    ),
+    Submission(
+        "module-attention-transposed", "weighted the values with the transposed attention matrix",
+        edits=[("multihead_module", "out = (weights @ V)", "out = (weights.transpose(-2, -1) @ V)")],
+        loses=frozenset({"test_module_output", "test_module_mask"}),
+    ),
+    # ---- Alternative correct answers -------------------------------------------------------
+    Submission(
+        "alt-einsum", "every product written with einsum",
+        replace={
+            "attention_head": '''
+def attention_head(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    Q = np.einsum("ld,dk->lk", X, W_q) + b_q
+    K = np.einsum("ld,dk->lk", X, W_k) + b_k
+    V = np.einsum("ld,dk->lk", X, W_v) + b_v
+    S = np.einsum("ik,jk->ij", Q, K) / np.sqrt(Q.shape[1])
+    A = np.exp(S - S.max(axis=1, keepdims=True))
+    A = A / A.sum(axis=1, keepdims=True)
+    return np.einsum("ij,jk->ik", A, V), A
+''',
+            "multihead_combined": '''
+def multihead_combined(X, W_q, b_q, W_k, b_k, W_v, b_v, W_c, H):
+    L, D = X.shape
+    proj = lambda W, b: (np.einsum("ld,de->le", X, W) + b).reshape(L, H, D // H)
+    Q, K, V = proj(W_q, b_q), proj(W_k, b_k), proj(W_v, b_v)
+    S = np.einsum("ihd,jhd->hij", Q, K) / np.sqrt(D // H)
+    A = np.exp(S - S.max(axis=-1, keepdims=True))
+    A = A / A.sum(axis=-1, keepdims=True)
+    out = np.einsum("hij,jhd->ihd", A, V).reshape(L, D)
+    return np.einsum("ld,de->le", out, W_c), A
+
+
+def stack_heads(heads):
+    return {key: np.concatenate([h[key] for h in heads], axis=-1) for key in heads[0]}
+''',
+            "multihead_columns": '''
+def multihead_columns(X, heads, omega_c):
+    blocks = []
+    for h in heads:
+        Q = np.einsum("ed,dn->en", h["omega_q"], X) + h["beta_q"]
+        K = np.einsum("ed,dn->en", h["omega_k"], X) + h["beta_k"]
+        V = np.einsum("ed,dn->en", h["omega_v"], X) + h["beta_v"]
+        S = np.einsum("em,en->mn", K, Q) / np.sqrt(Q.shape[0])
+        A = np.exp(S - S.max(axis=0))
+        A = A / A.sum(axis=0)
+        blocks.append(np.einsum("em,mn->en", V, A))
+    return np.einsum("de,en->dn", omega_c, np.concatenate(blocks, axis=0))
+''',
+            "multihead_module": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q, self.W_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.W_v, self.W_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None):
+        B, L, D = x.shape
+        q, k, v = (lin(x).reshape(B, L, self.num_heads, self.d_head) for lin in (self.W_q, self.W_k, self.W_v))
+        s = torch.einsum("bihd,bjhd->bhij", q, k) / self.d_head ** 0.5
+        if mask is not None:
+            s = torch.where(mask, s, torch.tensor(float("-inf")))
+        a = s.softmax(dim=-1)
+        return self.W_o(torch.einsum("bhij,bjhd->bihd", a, v).reshape(B, L, D)), a
+''',
+        },
+        in_demo=True,
+    ),
+    Submission(
+        "alt-sdpa", "outputs from F.scaled_dot_product_attention (weights computed alongside), float64 tensors",
+        replace={
+            "attention_head": '''
+def attention_head(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    t = torch.as_tensor
+    X = t(X)
+    Q, K, V = X @ t(W_q) + t(b_q), X @ t(W_k) + t(b_k), X @ t(W_v) + t(b_v)
+    out = F.scaled_dot_product_attention(Q[None], K[None], V[None])[0]
+    weights = torch.softmax(Q @ K.T / Q.shape[-1] ** 0.5, dim=-1)
+    return out, weights
+''',
+            "multihead_independent": '''
+def multihead_independent(X, heads, W_c):
+    outs = [torch.as_tensor(attention_head(X, **h)[0]) for h in heads]
+    return torch.cat(outs, dim=-1) @ torch.as_tensor(W_c)
+''',
+            "multihead_combined": '''
+def multihead_combined(X, W_q, b_q, W_k, b_k, W_v, b_v, W_c, H):
+    t = torch.as_tensor
+    X = t(X)
+    L, D = X.shape
+    heads = lambda W, b: (X @ t(W) + t(b)).reshape(L, H, D // H).transpose(0, 1)
+    Q, K, V = heads(W_q, b_q), heads(W_k, b_k), heads(W_v, b_v)
+    out = F.scaled_dot_product_attention(Q, K, V)
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / (D // H) ** 0.5, dim=-1)
+    return out.transpose(0, 1).reshape(L, D) @ t(W_c), weights
+
+
+def stack_heads(heads):
+    return {key: np.hstack([h[key] for h in heads]) for key in heads[0]}
+''',
+            "multihead_module": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None):
+        B, L, D = x.shape
+        heads = lambda t: t.unflatten(-1, (self.num_heads, self.d_head)).transpose(1, 2)
+        q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(self.W_v(x))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        scores = q @ k.transpose(-2, -1) / self.d_head ** 0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return self.W_o(out.transpose(1, 2).flatten(-2)), scores.softmax(dim=-1)
+''',
+        },
+    ),
+    Submission(
+        "alt-loops", "a Python loop over the heads instead of batched products",
+        replace={
+            "multihead_combined": '''
+def multihead_combined(X, W_q, b_q, W_k, b_k, W_v, b_v, W_c, H):
+    D_H = X.shape[1] // H
+    outs, weights = [], []
+    for h in range(H):
+        cols = slice(h * D_H, (h + 1) * D_H)
+        Q = X @ W_q[:, cols] + b_q[cols]
+        K = X @ W_k[:, cols] + b_k[cols]
+        V = X @ W_v[:, cols] + b_v[cols]
+        S = Q @ K.T / np.sqrt(D_H)
+        A = np.exp(S - S.max(axis=1, keepdims=True))
+        A /= A.sum(axis=1, keepdims=True)
+        outs.append(A @ V)
+        weights.append(A)
+    return np.hstack(outs) @ W_c, np.stack(weights)
+
+
+def stack_heads(heads):
+    stacked = {}
+    for key in heads[0]:
+        stacked[key] = np.concatenate([h[key] for h in heads], axis=-1)
+    return stacked
+''',
+            "multihead_module": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None):
+        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)
+        outs, weights = [], []
+        for h in range(self.num_heads):
+            cols = slice(h * self.d_head, (h + 1) * self.d_head)
+            s = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(self.d_head)
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            a = torch.softmax(s, dim=-1)
+            outs.append(a @ V[..., cols])
+            weights.append(a)
+        return self.W_o(torch.cat(outs, dim=-1)), torch.stack(weights, dim=1)
+''',
+        },
+    ),
+]
