@@ -15,7 +15,7 @@ from .checks import (
     check_unchanged,
     to_numpy,
 )
-from .data import projection_params, toy_sentence
+from .data import projection_params, toy_msa, toy_sentence
 from .plotting import plot_attention, plot_matrices
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "plot_attention",
     "plot_matrices",
     "projection_params",
+    "toy_msa",
     "toy_sentence",
     "to_numpy",
 ]

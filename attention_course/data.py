@@ -44,3 +44,33 @@ def toy_sentence(d_model: int = 8, seed: int = 0) -> tuple[list[str], np.ndarray
     basis, _ = np.linalg.qr(rng.normal(size=(d_model, d_model)))
     table = {word: basis[:, i] for i, word in enumerate(vocab)}
     return tokens, np.stack([table[w] for w in tokens])
+
+
+def toy_msa(seed: int = 0) -> tuple[list[str], "np.ndarray"]:
+    """A small multiple sequence alignment and its one-hot encoding ``[S, L, A]``.
+
+    Eight sequences of length 12 over the alphabet ``ACDEFGHIKL`` (A = 10):
+    columns 0, 4 and 8 are conserved (the same residue in every sequence),
+    and the sequences form two families (0-3 and 4-7) that share most
+    residues within a family and differ between families. Returns the
+    sequences as strings and the one-hot array (float64).
+    """
+    alphabet = "ACDEFGHIKL"
+    rng = np.random.default_rng(seed)
+    length, per_family = 12, 4
+    conserved = {0: "C", 4: "G", 8: "K"}
+    seqs = []
+    for _ in range(2):
+        ancestor = rng.choice(list(alphabet), size=length)
+        for _ in range(per_family):
+            seq = ancestor.copy()
+            for i in rng.choice(length, size=2, replace=False):  # two mutations per member
+                seq[i] = rng.choice(list(alphabet))
+            for i, residue in conserved.items():
+                seq[i] = residue
+            seqs.append("".join(seq))
+    onehot = np.zeros((len(seqs), length, len(alphabet)))
+    for s, seq in enumerate(seqs):
+        for i, residue in enumerate(seq):
+            onehot[s, i, alphabet.index(residue)] = 1.0
+    return seqs, onehot

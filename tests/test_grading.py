@@ -138,3 +138,19 @@ def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, su
     nbgrader(control, "autograde", assignment, "--student", sub.name, "--force")
     unfiltered = auto_cells(read_scores(control, assignment)[sub.name])
     assert any(s != m for s, m in unfiltered.values()), "the warning never reaches a graded cell"
+
+
+TRAINED = [a for a in GRADED if any("NBGRADER_EXECUTION" in "".join(c["source"])
+                                    for p in (ROOT / "source" / a).glob("*.ipynb") for c in read_notebook(p)["cells"])]
+
+
+@pytest.mark.parametrize("assignment", TRAINED)
+def test_autograde_does_not_wait_for_full_training(graded, assignment):
+    """Training cells run shortened under autograde; the full run (step 10000) only happens elsewhere."""
+    g = graded(assignment)
+    for path in (g.course / "autograded" / "complete" / assignment).glob("*.ipynb"):
+        text = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                       for c in read_notebook(path)["cells"] if c["cell_type"] == "code"
+                       for o in c.get("outputs", []) if o.get("output_type") == "stream")
+        assert "step     0" in text, "the training cells did not run during autograde"
+        assert "step 10000" not in text, "autograde ran the full training"

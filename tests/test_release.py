@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,8 @@ def test_release_holds_no_solution_and_no_hidden_tests(assignment):
         body = "\n".join("".join(c["source"]) for c in nb["cells"])
         for marker in MARKERS:
             assert marker not in body, f"release/{assignment}/{name} contains {marker!r}"
-        leaked = sorted(l for l in solution | hidden if l in body)
+        lines = {l.strip() for l in body.split("\n")}
+        leaked = sorted((solution | hidden) & lines)
         assert not leaked, f"release/{assignment}/{name} contains solution or hidden-test lines: {leaked[:3]}"
         assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
     for name, path in released.items():  # no other file may carry them either
@@ -92,7 +94,7 @@ def test_solutions_run_and_hold_no_hidden_tests(regenerated, assignment):
         nb = read_notebook(path)
         _, hidden, _ = split_master(read_notebook(ROOT / "source" / assignment / path.name))
         body = "\n".join("".join(c["source"]) for c in nb["cells"])
-        assert not [l for l in hidden if l in body], f"solutions/{assignment}/{path.name} shows hidden tests"
+        assert not hidden & {l.strip() for l in body.split("\n")}, f"solutions/{assignment}/{path.name} shows hidden tests"
         assert BEGIN_STARTER not in body and BEGIN_HIDDEN not in body
         errors = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"] if o["output_type"] == "error"]
         assert not errors, f"solutions/{assignment}/{path.name} raised {errors[0]['ename']}: {errors[0]['evalue']}"
@@ -128,3 +130,55 @@ def test_validate_tells_students_where_they_stand(regenerated, assignment, tmp_p
         assert "Success! Your notebook passes all the tests." in ok.stdout, ok.stdout[-2000:]
         blank = nbgrader(regenerated, "validate", str(regenerated / "release" / assignment / path.name), check=False)
         assert "VALIDATION FAILED" in blank.stdout and "NotImplementedError" in blank.stdout, blank.stdout[-2000:]
+
+
+def late_hidden_helpers(source: str) -> set[str]:
+    """Functions a grade cell defines in a hidden block that runs after the cell's first student call.
+
+    If the student's code fails before that block, the helper is never defined."""
+    names, seen_code, hidden = set(), False, False
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(BEGIN_HIDDEN):
+            hidden = True
+        elif stripped.startswith(END_HIDDEN):
+            hidden = False
+        elif hidden:
+            match = re.match(r"def (\w+)\(", line)
+            if match and seen_code:
+                names.add(match.group(1))
+        elif stripped and not stripped.startswith(("#", '"""')):
+            seen_code = True
+    return names
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_grade_cell_depends_on_a_helper_that_student_code_can_skip(assignment):
+    """A hidden helper shared between grade cells is defined before any student code runs in its cell."""
+    for path in (ROOT / "source" / assignment).glob("*.ipynb"):
+        cells = [c for c in read_notebook(path)["cells"] if c["cell_type"] == "code"]
+        for cell in cells:
+            for name in late_hidden_helpers("".join(cell["source"])):
+                users = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in cells
+                         if c is not cell and re.search(rf"\b{name}\(", "".join(c["source"]))
+                         and not re.search(rf"def {name}\(", "".join(c["source"]))]
+                assert not users, (f"{path.name}: {name} is defined after student code in its cell but used by "
+                                   f"{users}; define it in a hidden block at the top of the cell")
+
+
+def test_the_helper_rule_can_fail():
+    src = '"""doc"""\nstudent()\n### BEGIN HIDDEN TESTS\ndef ref_(x):\n    return x\n### END HIDDEN TESTS'
+    assert late_hidden_helpers(src) == {"ref_"}
+    assert late_hidden_helpers(src.replace("student()\n", "")) == set()
+
+
+def test_solutions_show_full_training(regenerated):
+    """Where a master trains a model, the generated solutions run the full training (not the autograde cut)."""
+    trained = [a for a in ASSIGNMENTS if "NBGRADER_EXECUTION" in
+               "".join("".join(c["source"]) for p in (ROOT / "source" / a).glob("*.ipynb") for c in read_notebook(p)["cells"])]
+    if not trained:
+        pytest.skip("no assignment trains a model")
+    for a in trained:
+        text = "".join("".join(o.get("text", "")) for p in (regenerated / "solutions" / a).glob("*.ipynb")
+                       for c in read_notebook(p)["cells"] if c["cell_type"] == "code" for o in c["outputs"])
+        assert "step 10000" in text, f"solutions/{a} does not show the full training"

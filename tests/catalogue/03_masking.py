@@ -1,0 +1,141 @@
+"""Synthetic submissions for 03_masking: realistic mistakes and alternative correct answers."""
+
+from attention_course.grading.submissions import Submission
+
+MASK_LINE = 'scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~has_key, 0.0)'
+
+SUBMISSIONS = [
+    # ---- Part 1: masks ---------------------------------------------------------------------
+    Submission(
+        "causal-upper-triangular", "built the causal mask with torch.triu (queries see the future)",
+        edits=[("masks", "return torch.tril(torch.ones(L, L, dtype=torch.bool))",
+                "return torch.triu(torch.ones(L, L, dtype=torch.bool))")],
+        says="Is your mask upper-triangular?",
+        loses=frozenset({"test_causal_mask"}), in_demo=True,
+    ),
+    Submission(
+        "padding-mask-wrong-axis", "put the padding mask's length-1 axis last: it masks queries, not keys",
+        edits=[("masks", "lengths[:, None])[:, None, :]", "lengths[:, None])[:, :, None]")],
+        says="broadcasts over the queries",
+        loses=frozenset({"test_padding_mask"}),
+    ),
+    # ---- Part 2: attention -----------------------------------------------------------------
+    Submission(
+        "fill-zero", "filled masked scores with 0 instead of -inf",
+        edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, 0.0).masked_fill(~has_key, 0.0)')],
+        says="common mistake: the masked scores are set to 0 instead of -inf",
+        loses=frozenset({"test_attention_padding", "test_attention_causal", "test_attention_large_scores",
+                         "test_attention_fully_masked", "test_one_query"}), in_demo=True,
+    ),
+    Submission(
+        "mask-after-softmax", "zeroed the masked weights after the softmax without renormalising",
+        edits=[("attention", "weights = torch.softmax(scores, dim=-1) * has_key",
+                "weights = torch.softmax(Q @ K.transpose(-2, -1) / (math.sqrt(Q.shape[-1]) if scale else 1.0), dim=-1) * mask")],
+        says="common mistake: the mask is applied after the softmax without renormalising",
+        loses=frozenset({"test_attention_padding", "test_attention_causal", "test_attention_large_scores",
+                         "test_attention_fully_masked", "test_one_query"}),
+    ),
+    Submission(
+        "nan-fully-masked", "did not handle queries whose keys are all masked (NaN)",
+        edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, float("-inf"))'),
+               ("attention", "weights = torch.softmax(scores, dim=-1) * has_key", "weights = torch.softmax(scores, dim=-1)")],
+        says="NaN",
+        loses=frozenset({"test_attention_fully_masked"}), in_demo=True,
+    ),
+    Submission(
+        "fill-minus-100", "filled masked scores with -100 instead of -inf",
+        edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -100.0).masked_fill(~has_key, 0.0)')],
+        says="common mistake: masked scores are filled with a finite value (0, -100, ...) instead of -inf",
+        loses=frozenset({"test_attention_padding", "test_attention_large_scores", "test_one_query"}),
+    ),
+    Submission(
+        "no-scaling", "ignored the scale flag: never divided by sqrt(d_k)",
+        edits=[("attention", "    if scale:\n        scores = scores / math.sqrt(Q.shape[-1])\n", "")],
+        says="common mistake: the scores are not scaled",
+        loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal",
+                         "test_attention_fully_masked", "test_one_query"}),
+    ),
+    Submission(
+        "scale-by-d_v", "divided the scores by sqrt(d_v) instead of sqrt(d_k)",
+        edits=[("attention", "math.sqrt(Q.shape[-1])", "math.sqrt(V.shape[-1])")],
+        says="common mistake: the scores are divided by sqrt(d_v) instead of sqrt(d_k)",
+        loses=frozenset({"test_attention_unmasked", "test_attention_padding"}),
+    ),
+    # ---- Parts 3 and 5 ---------------------------------------------------------------------
+    Submission(
+        "one-query-unscaled", "used plain dot products in the one-query attention",
+        edits=[("one_query_attention", "out, w = attention(query[:, None, :], keys, values, mask=m)",
+                "out, w = attention(query[:, None, :], keys, values, mask=m, scale=False)")],
+        says="common mistake: the scores are not scaled by 1/sqrt(H)",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "entropy-nan", "computed -sum(a * log a) directly, which is NaN for weights of exactly 0",
+        edits=[("entropy_and_variance", "return -torch.xlogy(weights, weights).sum(dim=dim)",
+                "return -(weights * torch.log(weights)).sum(dim=dim)")],
+        says="NaN",
+        loses=frozenset({"test_entropy"}), in_demo=True,
+    ),
+    Submission(
+        "variance-of-scaled-scores", "measured the variance of the scaled scores (about 1) instead of q.k",
+        edits=[("entropy_and_variance", "return float(torch.var((q * k).sum(dim=-1)))",
+                "return float(torch.var((q * k).sum(dim=-1) / d_k ** 0.5))")],
+        says="the variance of the scaled scores",
+        loses=frozenset({"test_score_variance"}),
+    ),
+    # ---- Alternative correct answers -------------------------------------------------------
+    Submission(
+        "alt-torch-where", "masking with torch.where, fully masked rows zeroed with torch.where",
+        replace={"attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    scores = torch.matmul(Q, K.transpose(-1, -2))
+    if scale:
+        scores = scores * Q.size(-1) ** -0.5
+    if mask is not None:
+        allowed = (mask != 0).expand_as(scores)
+        any_key = allowed.any(-1, keepdim=True)
+        scores = torch.where(allowed, scores, torch.full_like(scores, float("-inf")))
+        scores = torch.where(any_key, scores, torch.zeros_like(scores))
+        weights = torch.where(any_key, torch.softmax(scores, -1), torch.zeros_like(scores))
+    else:
+        weights = torch.softmax(scores, -1)
+    return torch.matmul(weights, V), (weights if return_weights else None)
+'''},
+        in_demo=True,
+    ),
+    Submission(
+        "alt-additive-mask", "an additive mask: 0 where allowed, -inf where blocked",
+        replace={"attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    d_k = Q.shape[-1]
+    scores = torch.einsum("bqd,bkd->bqk", Q, K) / (d_k ** 0.5 if scale else 1.0)
+    if mask is None:
+        weights = scores.softmax(dim=-1)
+    else:
+        mask = mask.bool()
+        additive = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+        scores = scores + additive
+        empty = torch.isinf(scores).all(dim=-1, keepdim=True)
+        weights = scores.masked_fill(empty, 0.0).softmax(dim=-1).masked_fill(empty, 0.0)
+    out = torch.einsum("bqk,bkv->bqv", weights, V)
+    if return_weights:
+        return out, weights
+    return out, None
+'''},
+    ),
+    Submission(
+        "alt-nan-to-zero", "masked_fill with -inf, then the NaN of fully masked rows replaced by 0",
+        replace={"attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    scores = Q @ K.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(K.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    weights = F.softmax(scores, dim=-1)
+    weights = weights.masked_fill(torch.isnan(weights), 0.0)
+    out = weights @ V
+    return out, weights if return_weights else None
+'''},
+    ),
+]

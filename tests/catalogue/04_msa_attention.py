@@ -1,0 +1,184 @@
+"""Synthetic submissions for 04_msa_attention: realistic mistakes and alternative correct answers."""
+
+from attention_course.grading.submissions import Submission
+
+TIED = ("test_tied_attention", "test_tied_padding")
+
+SUBMISSIONS = [
+    # ---- Part 1: one head ------------------------------------------------------------------
+    Submission(
+        "column-reshape-not-permute", "made the column view with reshape instead of permute",
+        edits=[("row_column_attention", "cols = msa.permute(0, 2, 1, 3).reshape(B * L, S, D)", "cols = msa.reshape(B * L, S, D)")],
+        says="common mistake: the column view is made with reshape instead of permute",
+        loses=frozenset({"test_column_attention", "test_axis_symmetry"}), in_demo=True,
+    ),
+    Submission(
+        "column-output-not-restored", "reshaped the column output to [B, S, L, D] without permuting back",
+        edits=[("row_column_attention", "return out.reshape(B, L, S, D).permute(0, 2, 1, 3), w.reshape(B, L, S, S)",
+                "return out.reshape(B, S, L, D), w.reshape(B, L, S, S)")],
+        says="common mistake: the output is not permuted back",
+        loses=frozenset({"test_column_attention", "test_axis_symmetry"}), in_demo=True,
+    ),
+    Submission(
+        "softmax-over-queries", "took the softmax over the queries (dim=-2) in the single-head attention",
+        edits=[("row_column_attention", "/ math.sqrt(x.shape[-1]), dim=-1)", "/ math.sqrt(x.shape[-1]), dim=-2)")],
+        says="is the softmax taken over the wrong axis?",
+        loses=frozenset({"test_row_attention", "test_column_attention", "test_axis_symmetry"}),
+    ),
+    # ---- Part 2: multi-head ----------------------------------------------------------------
+    Submission(
+        "multihead-column-reshape", "viewed the columns of the multi-head version with a reshape",
+        replace={"multihead_axial": '''
+def multihead_row_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    q, k, v = ((msa @ p[f"W_{n}"] + p[f"b_{n}"]).reshape(B, S, L, H, D // H) for n in "qkv")
+    w = torch.softmax(torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(D // H), dim=-1)
+    return torch.einsum("bshij,bsjhd->bsihd", w, v).reshape(B, S, L, D), w
+
+
+def multihead_column_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    x = msa.reshape(B, L, S, D)  # should be msa.permute(0, 2, 1, 3)
+    q, k, v = ((x @ p[f"W_{n}"] + p[f"b_{n}"]).reshape(B, L, S, H, D // H) for n in "qkv")
+    w = torch.softmax(torch.einsum("blihd,bljhd->blhij", q, k) / math.sqrt(D // H), dim=-1)
+    out = torch.einsum("blhij,bljhd->blihd", w, v).reshape(B, L, S, D)
+    return out.reshape(B, S, L, D), w
+'''},
+        says="common mistake: the column view is made with reshape instead of permute",
+        loses=frozenset({"test_multihead_column"}),
+    ),
+    Submission(
+        "multihead-scale-sqrt-D", "scaled the multi-head row scores by sqrt(D) instead of sqrt(D_H)",
+        edits=[("multihead_axial", 'torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(D // H)',
+                'torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(D)')],
+        says="common mistake: the scores are scaled by sqrt(D) instead of sqrt(D_H)",
+        loses=frozenset({"test_multihead_row"}),
+    ),
+    # ---- Part 3: tied attention ------------------------------------------------------------
+    Submission(
+        "tied-no-sqrt-S", "scaled the tied logits by 1/sqrt(D_H), without the sqrt(S) for the sum over rows",
+        edits=[("tied_row_attention", "/ torch.sqrt(n_rows * Dh)[:, None, None, None]", "/ math.sqrt(Dh)")],
+        says="common mistake: the logits are scaled by 1/sqrt(D_H) only",
+        loses=frozenset(TIED), in_demo=True,
+    ),
+    Submission(
+        "tied-average-probabilities", "averaged each row's attention probabilities instead of summing logits",
+        edits=[("tied_row_attention",
+                'logits = torch.einsum("bsihd,bsjhd->bhij", q, k) / torch.sqrt(n_rows * Dh)[:, None, None, None]\n'
+                '    if pos_mask is not None:\n'
+                '        logits = logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))\n'
+                '    w = torch.softmax(logits, dim=-1)',
+                'logits = torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(Dh)\n'
+                '    if pos_mask is not None:\n'
+                '        logits = logits.masked_fill(~pos_mask[:, None, None, None, :], float("-inf"))\n'
+                '    w = (torch.softmax(logits, dim=-1) * seq_mask[:, :, None, None, None]).sum(1) / n_rows[:, None, None, None]')],
+        says="common mistake: the rows' probabilities are averaged instead of summing their logits",
+        loses=frozenset(TIED),
+    ),
+    Submission(
+        "tied-padding-ignored", "ignored both padding masks",
+        edits=[("tied_row_attention", "    if seq_mask is None:\n", "    seq_mask = None\n    pos_mask = None\n    if seq_mask is None:\n")],
+        says="common mistake: the padding is ignored",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    # ---- Part 5 ----------------------------------------------------------------------------
+    Submission(
+        "entries-full-per-sequence", "counted full attention as S separate L x L maps (forgot cross-sequence pairs)",
+        edits=[("score_entries", '"full": H * (S * L) ** 2', '"full": H * S * L * L')],
+        loses=frozenset({"test_score_entries"}),
+    ),
+    # ---- Alternative correct answers -------------------------------------------------------
+    Submission(
+        "alt-einsum", "single-head row and column attention written with einsum, no reshapes",
+        replace={"row_column_attention": '''
+def attend(x, p):
+    q = torch.einsum("ntd,de->nte", x, p["W_q"]) + p["b_q"]
+    k = torch.einsum("ntd,de->nte", x, p["W_k"]) + p["b_k"]
+    v = torch.einsum("ntd,de->nte", x, p["W_v"]) + p["b_v"]
+    w = torch.einsum("nid,njd->nij", q, k).div(x.shape[-1] ** 0.5).softmax(-1)
+    return torch.einsum("nij,njd->nid", w, v), w
+
+
+def row_attention(msa, p):
+    q, k, v = (torch.einsum("bsld,de->bsle", msa, p[f"W_{n}"]) + p[f"b_{n}"] for n in "qkv")
+    w = torch.einsum("bsid,bsjd->bsij", q, k).div(msa.shape[-1] ** 0.5).softmax(-1)
+    return torch.einsum("bsij,bsjd->bsid", w, v), w
+
+
+def column_attention(msa, p):
+    q, k, v = (torch.einsum("bsld,de->bsle", msa, p[f"W_{n}"]) + p[f"b_{n}"] for n in "qkv")
+    w = torch.einsum("bsid,btid->bist", q, k).div(msa.shape[-1] ** 0.5).softmax(-1)
+    return torch.einsum("bist,btid->bsid", w, v), w
+'''},
+        in_demo=True,
+    ),
+    Submission(
+        "alt-permute-reshape", "multi-head and tied attention with view/permute instead of einsum",
+        replace={
+            "multihead_axial": '''
+def _heads(x, p, n, H):
+    *lead, D = x.shape
+    return (x @ p[f"W_{n}"] + p[f"b_{n}"]).view(*lead, H, D // H)
+
+
+def multihead_row_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    q, k, v = (_heads(msa, p, n, H).permute(0, 1, 3, 2, 4) for n in "qkv")  # [B, S, H, L, Dh]
+    w = torch.softmax(q @ k.transpose(-1, -2) / (D // H) ** 0.5, dim=-1)
+    return (w @ v).permute(0, 1, 3, 2, 4).reshape(B, S, L, D), w
+
+
+def multihead_column_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    x = msa.permute(0, 2, 1, 3)  # [B, L, S, D]
+    q, k, v = (_heads(x, p, n, H).permute(0, 1, 3, 2, 4) for n in "qkv")  # [B, L, H, S, Dh]
+    w = torch.softmax(q @ k.transpose(-1, -2) / (D // H) ** 0.5, dim=-1)
+    out = (w @ v).permute(0, 1, 3, 2, 4).reshape(B, L, S, D)
+    return out.permute(0, 2, 1, 3), w
+''',
+            "tied_row_attention": '''
+def tied_row_attention(msa, p, H, seq_mask=None, pos_mask=None):
+    B, S, L, D = msa.shape
+    Dh = D // H
+    rows = torch.ones(B, S, dtype=torch.bool) if seq_mask is None else seq_mask
+    q, k, v = ((msa @ p[f"W_{n}"] + p[f"b_{n}"]).view(B, S, L, H, Dh).permute(0, 3, 1, 2, 4) for n in "qkv")
+    q = torch.where(rows[:, None, :, None, None], q, torch.zeros_like(q))
+    logits = (q @ k.transpose(-1, -2)).sum(dim=2)  # [B, H, L, L], summed over the rows
+    logits = logits / (rows.sum(1).float() * Dh).sqrt().view(B, 1, 1, 1)
+    if pos_mask is not None:
+        logits = torch.where(pos_mask[:, None, None, :], logits, torch.tensor(float("-inf")))
+    w = logits.softmax(dim=-1)
+    out = torch.einsum("bhij,bhsjd->bsihd", w, v)
+    return out.reshape(B, S, L, D), w
+''',
+        },
+    ),
+    Submission(
+        "alt-loops", "row and column attention as loops over sequences and positions",
+        replace={"row_column_attention": '''
+def attend(x, p):
+    q, k, v = x @ p["W_q"] + p["b_q"], x @ p["W_k"] + p["b_k"], x @ p["W_v"] + p["b_v"]
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1)
+    return w @ v, w
+
+
+def row_attention(msa, p):
+    B, S, L, D = msa.shape
+    out, w = torch.empty(B, S, L, D), torch.empty(B, S, L, L)
+    for b in range(B):
+        for s in range(S):
+            out[b, s], w[b, s] = attend(msa[b, s][None], p)[0][0], attend(msa[b, s][None], p)[1][0]
+    return out, w
+
+
+def column_attention(msa, p):
+    B, S, L, D = msa.shape
+    out, w = torch.empty(B, S, L, D), torch.empty(B, L, S, S)
+    for b in range(B):
+        for l in range(L):
+            o, a = attend(msa[b, :, l][None], p)
+            out[b, :, l], w[b, l] = o[0], a[0]
+    return out, w
+'''},
+    ),
+]

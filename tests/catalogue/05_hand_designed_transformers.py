@@ -1,0 +1,192 @@
+"""Synthetic submissions for 05_hand_designed_transformers.
+
+Mistakes in the PyTorch twin and in the hand designs, and, for every task, several different valid
+designs (other d_qk, other geometry, other positional tables) that must all earn full points.
+"""
+
+from attention_course.grading.submissions import Submission
+
+CLS_LINE = "CLS = np.array([0.0, 0.0, 0.0, 1.0])\n"
+
+SUBMISSIONS = [
+    # ---- Part 1: the PyTorch twin ----------------------------------------------------------
+    Submission(
+        "positions-added", "added the positional table to the tokens instead of concatenating it",
+        edits=[("torch_transformer", "seq = torch.cat([seq, self.pos.weight[: seq.shape[0]]], dim=-1)",
+                "seq = seq + self.pos.weight[: seq.shape[0], : seq.shape[1]]")],
+        loses=frozenset({"test_torch_equivalence"}), in_demo=True,
+    ),
+    Submission(
+        "projections-with-bias", "gave Km, Qm and Vm biases",
+        edits=[("torch_transformer", "self.Km = nn.Linear(total, qk_dim, bias=False)\n        self.Qm = nn.Linear(total, qk_dim, bias=False)\n"
+                "        self.Vm = nn.Linear(total, v_dim, bias=False)",
+                "self.Km = nn.Linear(total, qk_dim)\n        self.Qm = nn.Linear(total, qk_dim)\n        self.Vm = nn.Linear(total, v_dim)")],
+        says="has a bias",
+        loses=frozenset({"test_torch_structure", "test_torch_equivalence"}),
+    ),
+    Submission(
+        "scale-by-d_v", "scaled the scores by sqrt(d_v)",
+        edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(V.shape[-1])")],
+        says="common mistake: the scores are scaled by sqrt(d_v) instead of sqrt(d_qk)",
+        loses=frozenset({"test_torch_equivalence"}), in_demo=True,
+    ),
+    Submission(
+        "softmax-over-queries", "took the softmax over the queries (dim=0)",
+        edits=[("torch_transformer", "/ math.sqrt(self.qk_dim), dim=-1)", "/ math.sqrt(self.qk_dim), dim=0)")],
+        says="common mistake: the softmax is taken over the queries instead of the keys",
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    Submission(
+        "weights-transposed", "weighted the values with the transposed attention matrix",
+        edits=[("torch_transformer", "return weights @ V", "return weights.T @ V")],
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    # ---- Parts 2, 3, 5: hand designs --------------------------------------------------------
+    Submission(
+        "identity-not-sharp", "chose Km = Qm = I: the right pattern, but logits too soft for the tolerance",
+        edits=[("design_identity", "Km_id = np.eye(3) * 5.0\nQm_id = np.eye(3) * 5.0", "Km_id = np.eye(3)\nQm_id = np.eye(3)")],
+        says="differ beyond the tolerance",
+        loses=frozenset({"test_design_identity"}), in_demo=True,
+    ),
+    Submission(
+        "first-not-sharp", "made position 0's key only slightly larger than the others",
+        edits=[("design_first", "Km_first[3, 0] = 10.0", "Km_first[3, 0] = 2.0")],
+        says="differ beyond the tolerance",
+        loses=frozenset({"test_design_first"}),
+    ),
+    Submission(
+        "first-values-carry-position", "let the values carry the positional features as well as the token",
+        edits=[("design_first", "Vm_first = np.zeros((7, 3))", "Vm_first = np.full((7, 3), 0.2)")],
+        says="differ beyond the tolerance",
+        loses=frozenset({"test_design_first"}),
+    ),
+    Submission(
+        "unique-attends-to-itself", "let each token attend to itself, so every token looks repeated",
+        edits=[("design_unique", "Qm_unique[4:, 4:] = -np.eye(5) * 10.0", "Qm_unique[4:, 4:] = 0.0")],
+        says="Does a query avoid its own position",
+        loses=frozenset({"test_design_unique"}),
+    ),
+    # ---- Alternative correct answers -------------------------------------------------------
+    Submission(
+        "alt-designs-circle", "identity with d_qk = 2 (keys on a circle), copy-first with d_pos = 1, unique with larger logits",
+        replace={
+            "design_identity": '''
+angles = np.array([0.0, 2 * np.pi / 3, 4 * np.pi / 3])
+Km_id = 8.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)  # [3, 2]
+Qm_id = Km_id.copy()
+Vm_id = np.eye(3)
+''',
+            "design_first": '''
+pos_first = np.array([[1.0], [0.0], [0.0], [0.0]])  # d_pos = 1: "am I first?"
+Km_first = np.array([[0.0], [0.0], [0.0], [12.0]])
+Qm_first = np.array([[1.0], [1.0], [1.0], [0.0]])    # every token asks the same question
+Vm_first = np.vstack([np.eye(3), np.zeros((1, 3))])
+''',
+            "design_unique": CLS_LINE + '''
+pos_unique = np.eye(5)
+Km_unique = np.zeros((9, 9))
+Qm_unique = np.zeros((9, 9))
+Km_unique[:3, :3] = np.eye(3) * 20.0
+Qm_unique[:3, :3] = np.eye(3) * 20.0
+Km_unique[3, 3] = 10.0
+Qm_unique[:3, 3] = 20.0
+Km_unique[4:, 4:] = np.eye(5) * 20.0
+Qm_unique[4:, 4:] = -np.eye(5) * 20.0
+Vm_unique = np.zeros((9, 1))
+Vm_unique[:3, 0] = -0.5
+Vm_unique[3, 0] = 0.5
+''',
+        },
+        in_demo=True,
+    ),
+    Submission(
+        "alt-designs-rotated", "designs in a rotated, wider query/key space (d_qk = 4 and 12) and an einsum twin",
+        replace={
+            "torch_transformer": '''
+class TorchTransformer(nn.Module):
+    def __init__(self, input_dim, qk_dim, v_dim, pos_dim=None, max_len=10):
+        super().__init__()
+        self.qk_dim = qk_dim
+        self.pos = nn.Embedding(max_len, pos_dim) if pos_dim is not None else None
+        total = input_dim + (pos_dim or 0)
+        self.Km = nn.Linear(total, qk_dim, bias=False)
+        self.Qm = nn.Linear(total, qk_dim, bias=False)
+        self.Vm = nn.Linear(total, v_dim, bias=False)
+
+    def forward(self, seq):
+        if self.pos is not None:
+            seq = torch.cat((seq, self.pos(torch.arange(seq.shape[0]))), dim=1)
+        k, q, v = self.Km(seq), self.Qm(seq), self.Vm(seq)
+        a = torch.einsum("id,jd->ij", q, k).mul(self.qk_dim ** -0.5).softmax(dim=1)
+        return torch.einsum("ij,jv->iv", a, v)
+''',
+            "design_identity": '''
+R = np.linalg.qr(np.random.default_rng(7).normal(size=(4, 4)))[0][:3]  # 3 orthonormal rows in 4-d
+Km_id = 7.0 * R
+Qm_id = 7.0 * R
+Vm_id = np.eye(3)
+''',
+            "design_first": '''
+pos_first = np.array([[0.0], [1.0], [1.0], [1.0]])   # "am I *not* first?"
+Km_first = np.zeros((4, 2))
+Km_first[3, 0] = -15.0                                # later positions: very negative keys
+Qm_first = np.zeros((4, 2))
+Qm_first[:3, 0] = 1.0
+Vm_first = np.vstack([np.eye(3), np.zeros((1, 3))])
+''',
+            "design_unique": CLS_LINE + '''
+pos_unique = np.eye(5)
+P = np.zeros((9, 12))
+P[:, :9] = np.eye(9)                                  # pad the query/key space to d_qk = 12
+Km_unique = np.zeros((9, 9))
+Qm_unique = np.zeros((9, 9))
+Km_unique[:3, :3] = np.eye(3) * 12.0
+Qm_unique[:3, :3] = np.eye(3) * 12.0
+Km_unique[3, 3] = 6.0
+Qm_unique[:3, 3] = 12.0
+Km_unique[4:, 4:] = np.eye(5) * 12.0
+Qm_unique[4:, 4:] = -np.eye(5) * 12.0
+Km_unique, Qm_unique = Km_unique @ P[:9], Qm_unique @ P[:9]
+Vm_unique = np.zeros((9, 1))
+Vm_unique[:3, 0] = -2.0
+Vm_unique[3, 0] = 2.0
+''',
+        },
+    ),
+    Submission(
+        "alt-designs-permuted", "designs with permuted query/key coordinates and a two-feature positional code",
+        replace={
+            "design_identity": '''
+P = np.eye(3)[[2, 0, 1]]
+Km_id = 6.0 * P
+Qm_id = 6.0 * P
+Vm_id = np.eye(3)
+''',
+            "design_first": '''
+pos_first = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+Km_first = np.zeros((5, 1))
+Km_first[3, 0] = 6.0
+Km_first[4, 0] = -6.0
+Qm_first = np.zeros((5, 1))
+Qm_first[:3, 0] = 1.0
+Vm_first = np.vstack([np.eye(3), np.zeros((2, 3))])
+''',
+            "design_unique": CLS_LINE + '''
+order = [8, 7, 6, 5, 4, 3, 2, 1, 0]                    # the same design, coordinates reversed
+pos_unique = np.eye(5)
+K = np.zeros((9, 9))
+Qd = np.zeros((9, 9))
+K[:3, :3] = np.eye(3) * 10.0
+Qd[:3, :3] = np.eye(3) * 10.0
+K[3, 3] = 5.0
+Qd[:3, 3] = 10.0
+K[4:, 4:] = np.eye(5) * 10.0
+Qd[4:, 4:] = -np.eye(5) * 10.0
+Km_unique, Qm_unique = K[:, order], Qd[:, order]
+Vm_unique = np.zeros((9, 1))
+Vm_unique[:3, 0] = -1.0
+Vm_unique[3, 0] = 1.0
+''',
+        },
+    ),
+]
