@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades test lab clean
+.PHONY: help install release solutions demo autograde feedback grades report test lab clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -30,7 +30,7 @@ release: $(STAMP) ## Generate the student version of every assignment into relea
 solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s each)
 	@for a in $(ASSIGNMENTS); do nbgrader generate_solution "$$a" --force --log-level=WARN || exit 1; done
 
-demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~3 min)
+demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~6 min)
 	$(BIN)/python -m attention_course.grading demo
 	@$(MAKE) --no-print-directory autograde feedback grades
 
@@ -49,7 +49,10 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 grades: $(STAMP) ## Print the per-student, per-assignment grade table and save grades.csv (~5 s)
 	$(BIN)/python -m attention_course.grading table --csv grades.csv
 
-test: $(STAMP) ## Run every test: package, release, and real nbgrader grading runs (~5 min)
+report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
+	$(BIN)/python -m attention_course.grading report --out report
+
+test: $(STAMP) ## Run every test: package, release, and real nbgrader grading runs (~13 min on 2 cores)
 	$(BIN)/python -m pytest -q
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
@@ -57,4 +60,4 @@ lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (fo
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -f gradebook.db grades.csv
+	rm -rf gradebook.db grades.csv report

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_course.grading.course import ROOT, catalogue_path
-from attention_course.grading.submissions import Submission, load_catalogue, write_class
+from attention_course.grading.submissions import Submission, catalogue_roster, load_catalogue, write_class
 
 BIN = Path(sys.executable).parent
 
@@ -79,7 +79,7 @@ def grade_class(tmp: Path, assignment: str) -> GradedClass:
     course = new_course(tmp, [assignment])
     nbgrader(course, "generate_assignment", assignment, "--force")
     catalogue = load_catalogue(catalogue_path(assignment))
-    students = write_class(course, assignment, catalogue)
+    students = write_class(course, assignment, catalogue_roster(catalogue))
     log = nbgrader(course, "autograde", assignment, "--force").stderr
     nbgrader(course, "generate_feedback", assignment, "--force")
     return GradedClass(course, assignment, catalogue, students, log, read_scores(course, assignment))

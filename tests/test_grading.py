@@ -154,3 +154,22 @@ def test_autograde_does_not_wait_for_full_training(graded, assignment):
                        for o in c.get("outputs", []) if o.get("output_type") == "stream")
         assert "step     0" in text, "the training cells did not run during autograde"
         assert "step 10000" not in text, "autograde ran the full training"
+
+
+@pytest.mark.parametrize("assignment", GRADED[:1])
+def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
+    """make report's page: a histogram and per-check pass rates that agree with the gradebook."""
+    from attention_course.grading.report import collect, write_report
+
+    g = graded(assignment)
+    db = f"sqlite:///{g.course / 'gradebook.db'}"
+    page = write_report(db, [assignment], tmp_path)
+    assert (tmp_path / f"{assignment}_scores.png").stat().st_size > 1000
+    assert (tmp_path / f"{assignment}_checks.png").stat().st_size > 1000
+    scores, _, checks = collect(db, assignment)
+    assert len(scores) == len(g.students)
+    for check in checks:
+        full = sum(1 for s in g.students if g.scores[s][check.name][0] >= g.scores[s][check.name][1])
+        assert (check.passed, check.graded) == (full, len(g.students)), check.name
+        assert check.summary and check.name in page.read_text()
+    assert [c.rate for c in checks] == sorted(c.rate for c in checks), "checks must be listed lowest pass rate first"

@@ -136,3 +136,13 @@ def test_submissions_are_built_from_the_master():
         apply_submission({"a.ipynb": master}, Submission("m", "", edits=[("f", "nothing", "x")]))
     with pytest.raises(KeyError):
         apply_submission({"a.ipynb": master}, Submission("m", "", replace={"g": "x"}))
+
+
+def test_demo_roster_deals_submissions_to_named_students():
+    from attention_course.grading.submissions import BLANK, COMPLETE, DEMO_STUDENTS, demo_roster
+
+    subs = [Submission("m1", "", in_demo=True), Submission("m2", "", in_demo=False), Submission("a1", "", in_demo=True)]
+    roster = demo_roster(subs)
+    assert roster["demo-complete"] == COMPLETE and roster["demo-blank"] == BLANK
+    assert [roster[s] for s in DEMO_STUDENTS[:2]] == [subs[0], subs[2]]
+    assert all(roster[s] == COMPLETE for s in DEMO_STUDENTS[2:])

@@ -4,6 +4,7 @@
            assignment) into ``submitted/``; assignments must be released first.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
+``report`` writes score histograms and the pass rate of every check (PNG and HTML).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .course import ROOT, available, catalogue_path, format_table, score_table, write_csv
-from .submissions import load_catalogue, write_class
+from .submissions import demo_roster, load_catalogue, write_class
 
 
 def main(argv=None) -> int:
@@ -25,6 +26,9 @@ def main(argv=None) -> int:
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
     table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    report = sub.add_parser("report", help="write score histograms and per-check pass rates")
+    report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
+    report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     args = parser.parse_args(argv)
     course = args.course.resolve()
 
@@ -32,11 +36,19 @@ def main(argv=None) -> int:
         for assignment in available(course):
             path = catalogue_path(assignment, course)
             catalogue = load_catalogue(path) if path.exists() else []
-            students = write_class(course, assignment, catalogue, only_demo=True, prefix="demo-")
-            print(f"{assignment}: {len(students)} demo submissions ({', '.join(students)})")
+            roster = demo_roster(catalogue)
+            write_class(course, assignment, roster)
+            described = ", ".join(f"{student} ({getattr(what, 'description', what)})" for student, what in roster.items())
+            print(f"{assignment}: {described}")
         return 0
 
     db = args.db or f"sqlite:///{course / 'gradebook.db'}"
+    if args.command == "report":
+        from .report import write_report
+
+        out = args.out if args.out.is_absolute() else course / args.out
+        print(f"Wrote {write_report(db, available(course), out)}")
+        return 0
     header, rows = score_table(db, available(course))
     if not rows:
         print("The gradebook has no students yet: run `make autograde` first.", file=sys.stderr)

@@ -124,25 +124,48 @@ def apply_submission(masters: dict[str, dict], sub: Submission) -> dict[str, dic
     return notebooks
 
 
-def write_class(course: Path, assignment: str, catalogue: list[Submission], *, only_demo: bool = False,
-                prefix: str = "") -> list[str]:
-    """Write the complete, blank and catalogue submissions of ``assignment`` into ``course/submitted``.
+COMPLETE, BLANK = "complete", "blank"
 
-    The blank submission is the release as students receive it, so the release
-    must exist. Returns the student ids written.
+
+def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
+    """Write one notebook set per student into ``course/submitted``.
+
+    ``roster`` maps a student id to a :class:`Submission`, or to ``COMPLETE``
+    (the reference solution) or ``BLANK`` (the release as students receive it,
+    so the release must exist). Returns the student ids written.
     """
     source, release = course / "source" / assignment, course / "release" / assignment
     masters = {p.name: read_notebook(p) for p in sorted(source.glob("*.ipynb"))}
     if not masters:
         raise FileNotFoundError(f"no master notebook in {source}")
-    students = {f"{prefix}complete": {name: solved_notebook(nb) for name, nb in masters.items()}}
-    blank = {name: read_notebook(release / name) for name in masters}
-    students[f"{prefix}blank"] = blank
-    for sub in catalogue:
-        if only_demo and not sub.in_demo:
-            continue
-        students[f"{prefix}{sub.name}"] = apply_submission(masters, sub)
-    for student, notebooks in students.items():
+    for student, what in roster.items():
+        if what == COMPLETE:
+            notebooks = {name: solved_notebook(nb) for name, nb in masters.items()}
+        elif what == BLANK:
+            notebooks = {name: read_notebook(release / name) for name in masters}
+        else:
+            notebooks = apply_submission(masters, what)
         for name, nb in notebooks.items():
             write_notebook(nb, course / "submitted" / student / assignment / name)
-    return list(students)
+    return list(roster)
+
+
+def catalogue_roster(catalogue: list[Submission]) -> dict:
+    """Every catalogue submission under its own name, plus the complete and blank ones (for tests)."""
+    return {COMPLETE: COMPLETE, BLANK: BLANK, **{sub.name: sub for sub in catalogue}}
+
+
+#: The demo class: two reference students and six who each hand in every assignment.
+DEMO_STUDENTS = ["ada", "bruno", "chiara", "dmitri", "esi", "farid"]
+
+
+def demo_roster(catalogue: list[Submission]) -> dict:
+    """The demo class for one assignment: its ``in_demo`` submissions dealt out to the named students.
+
+    Students left without one hand in the reference solution.
+    """
+    chosen = [sub for sub in catalogue if sub.in_demo]
+    roster = {"demo-complete": COMPLETE, "demo-blank": BLANK}
+    for i, student in enumerate(DEMO_STUDENTS):
+        roster[student] = chosen[i] if i < len(chosen) else COMPLETE
+    return roster

@@ -1,0 +1,116 @@
+"""Where did the class struggle? Score histograms and per-check pass rates from the gradebook.
+
+``python -m attention_course.grading report`` writes, per assignment, ``<id>_scores.png`` (a
+histogram of total scores), ``<id>_checks.png`` (the pass rate of every autograded cell, lowest
+first) and one ``index.html`` page showing them with a table of the checks the class failed most.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class CheckStats:
+    name: str
+    points: float
+    passed: int  # students with full points in this cell
+    graded: int  # students graded on it
+    summary: str  # the first line of the cell (its docstring)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.graded if self.graded else 0.0
+
+
+def collect(db_url: str, assignment: str) -> tuple[list[float], float, list[CheckStats]]:
+    """Total scores, the maximum, and per-autograded-cell statistics of one assignment."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        a = gb.find_assignment(assignment)
+        scores = [s.score for s in gb.assignment_submissions(assignment)]
+        stats = {}
+        for nb in a.notebooks:
+            sources = {c.name: c.source for c in nb.source_cells}
+            for cell in nb.grade_cells:
+                if cell.cell_type != "code":
+                    continue  # written answers are graded by hand
+                first = (sources.get(cell.name) or "").strip().splitlines()
+                summary = first[0].strip().strip('"') if first else ""
+                stats[cell.name] = CheckStats(cell.name, cell.max_score, 0, 0, summary)
+            for sub in nb.submissions:
+                for grade in sub.grades:
+                    if grade.name in stats and grade.auto_score is not None:
+                        st = stats[grade.name]
+                        st.graded += 1
+                        st.passed += int(grade.score >= grade.max_score)
+        return scores, a.max_score, sorted(stats.values(), key=lambda s: (s.rate, s.name))
+
+
+def plot(assignment: str, scores: list[float], max_score: float, checks: list[CheckStats], out: Path) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hist_path, checks_path = out / f"{assignment}_scores.png", out / f"{assignment}_checks.png"
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(scores, bins=min(20, max(5, len(scores))), range=(0, max_score), color="#4c72b0", edgecolor="white")
+    ax.set_xlabel(f"score (out of {max_score:g})")
+    ax.set_ylabel("students")
+    ax.set_title(f"{assignment}: {len(scores)} submissions")
+    fig.tight_layout()
+    fig.savefig(hist_path, dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(checks) + 1.2))
+    rates = [100 * c.rate for c in checks]
+    colors = ["#c44e52" if r < 50 else "#dd8452" if r < 80 else "#55a868" for r in rates]
+    ax.barh([c.name for c in checks], rates, color=colors)
+    ax.set_xlim(0, 100)
+    ax.invert_yaxis()
+    ax.set_xlabel("students with full points (%)")
+    ax.set_title(f"{assignment}: pass rate of each check")
+    fig.tight_layout()
+    fig.savefig(checks_path, dpi=110)
+    plt.close(fig)
+    return hist_path, checks_path
+
+
+def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
+    """Write the PNGs and ``index.html`` into ``out``; returns the page's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    for assignment in assignments:
+        scores, max_score, checks = collect(db_url, assignment)
+        if not scores:
+            continue
+        hist, bars = plot(assignment, scores, max_score, checks, out)
+        mean = sum(scores) / len(scores)
+        rows = "\n".join(
+            f"<tr><td><code>{html.escape(c.name)}</code></td><td>{html.escape(c.summary)}</td>"
+            f"<td>{c.points:g}</td><td>{c.passed}/{c.graded}</td><td>{100 * c.rate:.0f}%</td></tr>"
+            for c in checks)
+        sections.append(f"""<section>
+<h2>{html.escape(assignment)}</h2>
+<p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g}.</p>
+<img src="{hist.name}" alt="histogram of total scores for {html.escape(assignment)}">
+<img src="{bars.name}" alt="pass rate of each autograded check for {html.escape(assignment)}">
+<table><tr><th>check</th><th>what it checks</th><th>points</th><th>full points</th><th>pass rate</th></tr>
+{rows}
+</table>
+</section>""")
+    page = out / "index.html"
+    page.write_text(f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Attention from Scratch: class report</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} img{{max-width:100%;display:block;margin:1em 0}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left}}</style></head>
+<body><h1>Class report</h1>
+<p>Checks are listed from the one the class failed most. Written answers are graded by hand and not shown.</p>
+{''.join(sections) or '<p>No submissions have been autograded yet.</p>'}
+</body></html>
+""", encoding="utf-8")
+    return page
