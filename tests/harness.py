@@ -12,9 +12,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_course.grading.course import ROOT, catalogue_path
-from attention_course.grading.submissions import Submission, catalogue_roster, load_catalogue, write_class
+from attention_course.grading.nbgrader_ext import (
+    BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
+)
+from attention_course.grading.submissions import (
+    BEGIN_SOLUTION, END_SOLUTION, Submission, catalogue_roster, load_catalogue, read_notebook, write_class,
+)
 
 BIN = Path(sys.executable).parent
+
+
+def masters(assignment: str) -> dict[str, dict]:
+    """An assignment's master notebooks, by file name."""
+    return {p.name: read_notebook(p) for p in sorted((ROOT / "source" / assignment).glob("*.ipynb"))}
+
+
+def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
+    """Stripped lines of a master: (solution-only, hidden-only, everything a student may see)."""
+    solution, hidden, visible = set(), set(), set()
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        src = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN, lambda b, i: hidden.update(b) or [])
+        src = replace_blocks(src, BEGIN_SOLUTION, END_SOLUTION, lambda b, i: solution.update(b) or [])
+        src = replace_blocks(src, BEGIN_STARTER, END_STARTER, uncomment)
+        visible.update(src.split("\n"))
+    norm = lambda lines: {l.strip() for l in lines if len(l.strip()) >= 12 and not l.strip().startswith("#")}
+    seen, solution = norm(visible), norm(solution)
+    return solution - seen, norm(hidden) - seen - solution, seen
+
+
+def trains_a_model(assignment: str) -> bool:
+    """Whether a master shortens training under NBGRADER_EXECUTION."""
+    return any("NBGRADER_EXECUTION" in "".join(c["source"]) for nb in masters(assignment).values() for c in nb["cells"])
 
 
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -16,11 +16,11 @@ import shutil
 import pytest
 
 from attention_course.grading.course import catalogue_path
-from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, END_HIDDEN, HIDDEN_PLACEHOLDER, replace_blocks
+from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER
 from attention_course.grading.submissions import load_catalogue, read_notebook
 
 from conftest import GRADED
-from harness import ROOT, nbgrader, read_scores
+from harness import masters, nbgrader, read_scores, split_master, trains_a_model
 
 CASES = [(a, s) for a in GRADED for s in load_catalogue(catalogue_path(a))]
 
@@ -43,8 +43,7 @@ def test_solution_earns_every_point(graded, assignment):
     lost = {n: s for n, (s, m) in auto_cells(scores).items() if s != m}
     assert not lost, f"the reference solution loses points in {lost}"
     assert auto_cells(scores), "the assignment has no autograded cell"
-    written = {c["metadata"]["nbgrader"]["grade_id"] for p in (ROOT / "source" / assignment).glob("*.ipynb")
-               for c in read_notebook(p)["cells"]
+    written = {c["metadata"]["nbgrader"]["grade_id"] for nb in masters(assignment).values() for c in nb["cells"]
                if c["metadata"].get("nbgrader", {}).get("grade") and c["metadata"]["nbgrader"].get("solution")}
     waiting = {n for n, (_, _, needs) in scores.items() if needs}
     assert waiting == written, f"cells needing manual grading: {sorted(waiting)}, written answers: {sorted(written)}"
@@ -87,8 +86,7 @@ def test_catalogue_is_large_enough(assignment):
     alternatives = [s for s in catalogue if not s.is_mistake]
     assert len(mistakes) >= 8 and len(alternatives) >= 3, (len(mistakes), len(alternatives))
     # every autograded cell is the target of at least one mistake
-    masters = [read_notebook(p) for p in (ROOT / "source" / assignment).glob("*.ipynb")]
-    grade_cells = {c["metadata"]["nbgrader"]["grade_id"] for nb in masters for c in nb["cells"]
+    grade_cells = {c["metadata"]["nbgrader"]["grade_id"] for nb in masters(assignment).values() for c in nb["cells"]
                    if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
     untargeted = grade_cells - set().union(*(s.loses for s in mistakes))
     assert not untargeted, f"no mistake in the catalogue targets {sorted(untargeted)}"
@@ -96,14 +94,7 @@ def test_catalogue_is_large_enough(assignment):
 
 def hidden_lines(assignment: str) -> set[str]:
     """Distinctive lines that occur only in the hidden tests of an assignment's masters."""
-    hidden, visible = set(), set()
-    for path in (ROOT / "source" / assignment).glob("*.ipynb"):
-        for cell in read_notebook(path)["cells"]:
-            src = "".join(cell["source"])
-            rest = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN,
-                                  lambda block, indent: hidden.update(l.strip() for l in block) or [])
-            visible.update(l.strip() for l in rest.split("\n"))
-    return {l for l in hidden - visible if len(l) >= 20 and not l.startswith("#")}
+    return {l for nb in masters(assignment).values() for l in split_master(nb)[1] if len(l) >= 20}
 
 
 @pytest.mark.parametrize("assignment", GRADED)
@@ -140,8 +131,7 @@ def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, su
     assert any(s != m for s, m in unfiltered.values()), "the warning never reaches a graded cell"
 
 
-TRAINED = [a for a in GRADED if any("NBGRADER_EXECUTION" in "".join(c["source"])
-                                    for p in (ROOT / "source" / a).glob("*.ipynb") for c in read_notebook(p)["cells"])]
+TRAINED = [a for a in GRADED if trains_a_model(a)]
 
 
 @pytest.mark.parametrize("assignment", TRAINED)

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import ROOT, available
-from attention_course.grading.nbgrader_ext import (
-    BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
-)
+from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
 from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, read_notebook
 
-from harness import new_course, nbgrader
+from harness import masters, nbgrader, new_course, split_master, trains_a_model
 
 ASSIGNMENTS = available()
 CHECKS = {"assert_close", "check_shape", "check_sums_to_one", "check_unchanged"}  # all return None
@@ -52,25 +50,10 @@ def test_release_is_up_to_date(regenerated, assignment):
         assert same, f"release/{assignment}/{name} is stale: run `make release` and commit"
 
 
-def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
-    """Lines of a master: (solution-only, hidden-only, everything a student may see)."""
-    solution, hidden, visible = set(), set(), set()
-    for cell in nb["cells"]:
-        src = "".join(cell["source"])
-        src = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN, lambda b, i: hidden.update(b) or [])
-        src = replace_blocks(src, BEGIN_SOLUTION, END_SOLUTION, lambda b, i: solution.update(b) or [])
-        src = replace_blocks(src, BEGIN_STARTER, END_STARTER, uncomment)
-        visible.update(src.split("\n"))
-    norm = lambda lines: {l.strip() for l in lines if len(l.strip()) >= 12 and not l.strip().startswith("#")}
-    seen, solution = norm(visible), norm(solution)
-    return solution - seen, norm(hidden) - seen - solution, seen
-
-
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_release_holds_no_solution_and_no_hidden_tests(assignment):
-    masters = {p.name: read_notebook(p) for p in (ROOT / "source" / assignment).glob("*.ipynb")}
     released = files(ROOT / "release" / assignment)
-    for name, master in masters.items():
+    for name, master in masters(assignment).items():
         solution, hidden, _ = split_master(master)
         assert solution and hidden, f"{name}: the master has no solution or no hidden test"
         text = released[name].read_text(encoding="utf-8")
@@ -174,8 +157,7 @@ def test_the_helper_rule_can_fail():
 
 def test_solutions_show_full_training(regenerated):
     """Where a master trains a model, the generated solutions run the full training (not the autograde cut)."""
-    trained = [a for a in ASSIGNMENTS if "NBGRADER_EXECUTION" in
-               "".join("".join(c["source"]) for p in (ROOT / "source" / a).glob("*.ipynb") for c in read_notebook(p)["cells"])]
+    trained = [a for a in ASSIGNMENTS if trains_a_model(a)]
     if not trained:
         pytest.skip("no assignment trains a model")
     for a in trained:
