@@ -4,7 +4,9 @@ Run every nbgrader command from this folder (the Makefile does), with the
 course's virtual environment first on PATH.
 """
 
+from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.preprocessors import (
+    AssignLatePenalties,
     CheckCellMetadata,
     ClearHiddenTests,
     ClearMarkScheme,
@@ -15,12 +17,15 @@ from nbgrader.preprocessors import (
     GetGrades,
     IncludeHeaderFooter,
     InstantiateTests,
+    LimitOutput,
     LockCells,
+    SaveAutoGrades,
     SaveCells,
 )
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from attention_course.grading.nbgrader_ext import DropStarterCode, HideHiddenTests, ReleaseStarterCode
+from attention_course.grading.executor import JudgedExecute
+from attention_course.grading.nbgrader_ext import DropStarterCode, HideHiddenTests, ReleaseStarterCode, TrustGradebook
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
@@ -34,6 +39,7 @@ c.CourseDirectory.solution_directory = "solutions"
 c.GenerateAssignment.preprocessors = [
     IncludeHeaderFooter,
     InstantiateTests,
+    LimitOutput,
     LockCells,
     ReleaseStarterCode,
     ClearSolutions,
@@ -59,14 +65,23 @@ c.GenerateSolution.preprocessors = [
 ]
 
 # --- Autograding -----------------------------------------------------------
-# A cell may run for at most a minute; the slowest solution cell takes well under a second.
-c.Execute.timeout = 60
-# A student who deletes a grade cell gets it back (and is graded on it).
-c.OverwriteCells.add_missing_cells = True
-# A warning printed on stderr (a PyTorch UserWarning, a DeprecationWarning) must not
-# zero a correct answer: drop stderr output that is a Python warning.
-c.IgnorePattern.enabled = True
-c.IgnorePattern.pattern = r"(?m)^.*:\d+: \w*Warning: "
+# A submission is untrusted code. Its cells' roles and points come from the gradebook only
+# (TrustGradebook); student cells run in a sandboxed kernel and every test cell runs in the
+# judge, outside that kernel (JudgedExecute; see attention_course/grading/executor.py).
+c.Autograde.sanitize_preprocessors = [TrustGradebook]
+c.Autograde.autograde_preprocessors = [
+    JudgedExecute,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+# A cell (or the student code one test calls) may run for at most a minute; the slowest
+# solution cell takes well under a second. The kernel may use at most 4 GiB and 64 processes.
+c.JudgedExecute.timeout = 60
+c.JudgedExecute.memory_limit = 4 * 2**30
+c.JudgedExecute.processes = 64
 
 # --- Feedback --------------------------------------------------------------
 # Show each failed check's message, never hidden-test source or tracebacks through it.

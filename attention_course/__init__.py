@@ -13,6 +13,7 @@ from .checks import (
     check_shape,
     check_sums_to_one,
     check_unchanged,
+    gradients,
     to_numpy,
 )
 from .data import projection_params, toy_msa, toy_sentence
@@ -23,6 +24,7 @@ __all__ = [
     "check_shape",
     "check_sums_to_one",
     "check_unchanged",
+    "gradients",
     "plot_attention",
     "plot_matrices",
     "projection_params",

@@ -11,7 +11,6 @@ For every assignment with a catalogue (tests/catalogue/<assignment>.py):
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
@@ -20,7 +19,7 @@ from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER
 from attention_course.grading.submissions import load_catalogue, read_notebook
 
 from conftest import GRADED
-from harness import masters, nbgrader, read_scores, split_master, trains_a_model
+from harness import masters, split_master, trains_a_model
 
 CASES = [(a, s) for a in GRADED for s in load_catalogue(catalogue_path(a))]
 
@@ -115,20 +114,12 @@ def test_feedback_shows_no_hidden_source(graded, assignment):
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if "warning" in c[1].name],
                          ids=lambda x: getattr(x, "name", x))
-def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, sub, tmp_path):
-    """A correct answer that makes PyTorch warn keeps its points, and would not without the course's config."""
+def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, sub):
+    """A correct answer that makes PyTorch warn keeps its points: tests are judged outside the kernel,
+    so nothing the student's code prints on stderr reaches a graded cell."""
     g = graded(assignment)
     lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
     assert not lost, f"a warning on stderr cost points in {lost}"
-    # Control: the same submission graded with the stderr filter off loses points, so the
-    # warning really is printed inside graded cells.
-    control = tmp_path / "control"
-    shutil.copytree(g.course, control, ignore=shutil.ignore_patterns("autograded", "feedback"))
-    with open(control / "nbgrader_config.py", "a") as f:
-        f.write("\nc.IgnorePattern.enabled = False\n")
-    nbgrader(control, "autograde", assignment, "--student", sub.name, "--force")
-    unfiltered = auto_cells(read_scores(control, assignment)[sub.name])
-    assert any(s != m for s, m in unfiltered.values()), "the warning never reaches a graded cell"
 
 
 TRAINED = [a for a in GRADED if trains_a_model(a)]

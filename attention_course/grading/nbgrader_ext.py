@@ -98,20 +98,139 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class HideHiddenTests(NbGraderPreprocessor):
-    """Remove hidden-test source and tracebacks from grade cells before feedback is rendered."""
+    """Feedback that leaks nothing: no hidden-test source, no traceback, no autograde-time output.
+
+    Grade cells keep their visible tests and the one-line message of a failed check. Every other
+    code cell shows the outputs the student's own submitted notebook had (matched by source),
+    never what ran at autograde, where the student's code might have printed what it was sent.
+    """
 
     # The HTML exporter hands this option to every preprocessor it runs.
     display_data_priority = List(["text/html", "image/png", "text/plain"]).tag(config=True)
 
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        self._submitted = submitted_outputs(info.get("student"), info.get("assignment"), info.get("notebook"))
+        return super().preprocess(nb, resources)
+
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code" or not utils.is_grade(cell):
+        if cell.cell_type != "code":
+            return cell, resources
+        if not utils.is_grade(cell):
+            queue = self._submitted.get(cell.source)
+            cell.outputs = queue.pop(0) if queue else []
             return cell, resources
         if BEGIN_HIDDEN in cell.source:
             cell.source = replace_blocks(
                 cell.source, BEGIN_HIDDEN, END_HIDDEN, lambda lines, indent: [indent + HIDDEN_PLACEHOLDER]
             )
+        kept = []
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
                 output["traceback"] = [message]
+                kept.append(output)
+        cell.outputs = kept
         return cell, resources
+
+
+def submitted_outputs(student, assignment, notebook) -> dict:
+    """Outputs of the code cells of a submitted notebook, by source (empty if it cannot be read)."""
+    import json
+    import os
+
+    found: dict = {}
+    if not (student and assignment and notebook):
+        return found
+    path = os.path.join("submitted", student, assignment, f"{notebook}.ipynb")
+    try:
+        with open(path, encoding="utf-8") as f:
+            nb = json.load(f)
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") == "code":
+                src = cell.get("source", "")
+                src = "".join(src) if isinstance(src, list) else str(src)
+                outputs = [o for o in cell.get("outputs", []) if isinstance(o, dict)]
+                found.setdefault(src, []).append(outputs)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+    return found
+
+
+class TrustGradebook(NbGraderPreprocessor):
+    """Rebuild a submission's cells from the gradebook before autograde; trust none of its metadata.
+
+    A cell whose ``grade_id`` names a gradebook cell (first occurrence only) gets that cell's
+    metadata (grade flag, points, lock) from the gradebook, and, when locked, its source too.
+    Every other cell becomes a plain student cell: its nbgrader metadata, tags (such as
+    ``skip-execution``) and outputs are dropped. Gradebook cells missing from the submission are
+    put back after the gradebook cell that precedes them. The kernel is always the course's.
+    """
+
+    def preprocess(self, nb, resources):
+        from nbformat import NotebookNode
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            notebook = gb.find_notebook(info["notebook"], info["assignment"])
+            source = {c.name: (c.cell_type, c.source, bool(c.locked), c.checksum) for c in notebook.source_cells}
+            order = [c.name for c in notebook.source_cells]
+            points = {c.name: c.max_score for c in notebook.grade_cells}
+            points.update({c.name: c.max_score for c in notebook.task_cells})
+            solutions = {c.name for c in notebook.solution_cells}
+            tasks = {c.name for c in notebook.task_cells}
+
+        def trusted(name, cell=None):
+            cell_type, src, locked, checksum = source[name]
+            if cell is not None and not locked:
+                text = cell.get("source", "")
+                src = "".join(text) if isinstance(text, list) else str(text)
+            md = {"grade": name in points and name not in tasks, "grade_id": name, "locked": locked,
+                  "solution": name in solutions, "schema_version": 3, "cell_type": cell_type}
+            if name in points:
+                md["points"] = points[name]
+            if name in tasks:
+                md["task"] = True
+            if checksum:
+                md["checksum"] = checksum
+            new = NotebookNode(cell_type=cell_type, metadata=NotebookNode(nbgrader=NotebookNode(md)), source=src)
+            if cell_type == "code":
+                new.outputs, new.execution_count = [], None
+            return new
+
+        def plain(cell):
+            kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
+            text = cell.get("source", "")
+            new = NotebookNode(cell_type=kind, metadata=NotebookNode(),
+                               source="".join(text) if isinstance(text, list) else str(text))
+            if kind == "code":
+                new.outputs, new.execution_count = [], None
+            return new
+
+        cells, placed = [], {}
+        for cell in nb.get("cells", []):
+            md = cell.get("metadata", {}).get("nbgrader", {})
+            name = md.get("grade_id") if isinstance(md, dict) else None
+            if isinstance(name, str) and name in source and name not in placed:
+                placed[name] = True
+                cells.append(trusted(name, cell))
+            else:
+                cells.append(plain(cell))
+        for i, name in enumerate(order):
+            if name in placed:
+                continue
+            self.log.warning("%s: cell %s was missing and is put back", info["student"], name)
+            before = next((order[j] for j in range(i - 1, -1, -1) if order[j] in placed), None)
+            at = 0
+            if before is not None:
+                at = next(k for k, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before) + 1
+            cells.insert(at, trusted(name))
+            placed[name] = True
+        nb.cells = cells
+        for cell in nb.cells:
+            cell.pop("id", None)
+        nb.nbformat, nb.nbformat_minor = 4, 4
+        nb.metadata = NotebookNode(kernelspec=NotebookNode(name="python3", display_name="Python 3", language="python"),
+                                   language_info=NotebookNode(name="python"))
+        return nb, resources

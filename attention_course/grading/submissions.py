@@ -41,6 +41,8 @@ class Submission:
     loses: frozenset = frozenset()
     says: str = ""
     in_demo: bool = False
+    transform: object = None
+    files: dict = field(default_factory=dict)
 
     @property
     def is_mistake(self) -> bool:
@@ -145,8 +147,22 @@ def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
             notebooks = {name: read_notebook(release / name) for name in masters}
         else:
             notebooks = apply_submission(masters, what)
+        folder = course / "submitted" / student / assignment
+        if getattr(what, "transform", None):
+            notebooks = what.transform(notebooks)
         for name, nb in notebooks.items():
-            write_notebook(nb, course / "submitted" / student / assignment / name)
+            if isinstance(nb, str):  # a damaged file, written as it is
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_text(nb, encoding="utf-8")
+            else:
+                write_notebook(nb, folder / name)
+        for rel, content in getattr(what, "files", {}).items():
+            path = folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, tuple) and content[0] == "symlink":
+                path.symlink_to(content[1])
+            else:
+                path.write_bytes(content)
     return list(roster)
 
 

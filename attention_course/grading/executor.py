@@ -1,0 +1,412 @@
+"""``JudgedExecute``: the course's replacement for nbgrader's ``Execute`` preprocessor at autograde.
+
+* Student cells (and the master's locked setup cells) run in a sandboxed IPython kernel
+  (:mod:`attention_course.grading.sandbox`) whose working folder is a scratch copy of the
+  submission's regular files.
+* Test cells (grade cells restored from the gradebook) run in the judge
+  (:mod:`attention_course.grading.judge`); the locked setup cells run there as well, so that
+  every reference is computed outside the kernel. A failed test's output is one line, the
+  check's message: no traceback, no source, nothing the student's code printed.
+* A cell that runs longer than ``timeout`` is interrupted (and the kernel killed if it does not
+  stop); a kernel that dies (``os._exit``, a segfault, the memory cap) is started again and the
+  cells that ran before are replayed, so later cells keep the points they earn. Output beyond
+  ``max_output_bytes`` per cell is dropped. After ``max_restarts`` the remaining cells are not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jupyter_client.manager import KernelManager
+from nbformat import NotebookNode
+from nbformat.v4 import output_from_msg
+from nbgrader import utils
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, Integer, Unicode
+
+from .judge import Connection, GradingInterrupt, Judge, KernelGone, KernelTimeout
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
+BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
+
+
+def _read_paths() -> list[str]:
+    """What a kernel may read: the Python installation and its packages, and the course package.
+
+    Never the course folder (gradebook, ``source/``, other students' files) nor any folder above it."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(PACKAGE_DIR)}
+    paths.update(p for p in sys.path if "site-packages" in p or os.path.basename(p).startswith(("python3", "lib-dynload")))
+    paths.update(["/usr", "/lib", "/lib64", "/bin", "/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero",
+                  "/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+                  "/etc/mime.types", "/etc/matplotlibrc", "/etc/fonts"])
+    course = os.path.realpath(os.getcwd()) + os.sep
+    return sorted(p for p in paths if os.path.exists(p) and not course.startswith(os.path.realpath(p) + os.sep))
+
+
+def _cgroup_dirs(name: str, memory_bytes: int, processes: int) -> list[Path]:
+    """Per-kernel cgroups (cgroup v1 pids and memory) when the grader may create them."""
+    if os.geteuid() != 0:
+        return []
+    made = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller, limit_file, limit in (("pids", "pids.max", processes),
+                                              ("memory", "memory.limit_in_bytes", memory_bytes)):
+            if controller in controllers.split(","):
+                base = Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+                target = base / name
+                try:
+                    target.mkdir(exist_ok=True)
+                    (target / limit_file).write_text(str(limit))
+                    made.append(target)
+                except OSError:
+                    pass
+    return made
+
+
+def _kill_cgroups(dirs: list[Path]) -> None:
+    for d in dirs:
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except OSError:
+                break
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+class SandboxedKernelManager(KernelManager):
+    """Starts ipykernel through the sandbox launcher."""
+
+    sandbox_config = Unicode("")
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        return [sys.executable, "-m", "attention_course.grading.sandbox", self.sandbox_config, "--",
+                sys.executable, "-m", "ipykernel_launcher", "-f", self.connection_file,
+                "--HistoryManager.hist_file=:memory:"]
+
+
+class Kernel:
+    """One sandboxed kernel with the course agent connected to the judge."""
+
+    def __init__(self, files_from: list[tuple[Path, Path]], settings: dict, log):
+        self.log = log
+        self.settings = settings
+        self.scratch = Path(tempfile.mkdtemp(prefix="attention-judge-"))
+        for src, rel in files_from:
+            dest = self.scratch / "work" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        work = self.scratch / "work"
+        work.mkdir(exist_ok=True)
+        for sub in ("home", "tmp"):
+            (self.scratch / sub).mkdir()
+        sock_path = str(self.scratch / "judge.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(sock_path)
+        self.listener.listen(1)
+        self.cgroups = _cgroup_dirs(self.scratch.name, settings["memory_bytes"], settings["processes"])
+        config = {"read": _read_paths(), "write": [str(self.scratch), "/dev/null"],
+                  "memory_bytes": settings["memory_bytes"], "processes": settings["processes"],
+                  "file_bytes": settings["file_bytes"], "report": str(self.scratch / "sandbox.json"),
+                  "cgroups": [str(d / "cgroup.procs") for d in self.cgroups]}
+        (self.scratch / "sandbox-config.json").write_text(json.dumps(config))
+        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.scratch / "home"),
+               "TMPDIR": str(self.scratch / "tmp"), "MPLCONFIGDIR": str(self.scratch / "home"),
+               "IPYTHONDIR": str(self.scratch / "home" / ".ipython"), "JUPYTER_RUNTIME_DIR": str(self.scratch),
+               "LANG": "C.UTF-8", "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        self.km = SandboxedKernelManager(transport="ipc", ip=str(self.scratch / "k"),
+                                         connection_file=str(self.scratch / "kernel.json"),
+                                         sandbox_config=str(self.scratch / "sandbox-config.json"))
+        self._stderr = open(self.scratch / "kernel-stderr.txt", "wb")  # kernel noise stays out of the log
+        self.km.start_kernel(cwd=str(work), env=env, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=settings["startup_timeout"])
+        try:
+            notes = json.loads((self.scratch / "sandbox.json").read_text())
+            for note in notes:
+                log.warning("sandbox: %s", note)
+        except (OSError, ValueError):
+            pass
+        self.listener.settimeout(settings["startup_timeout"])
+        outputs, status, _ = self.run(BOOT.format(path=sock_path), settings["startup_timeout"], silent=True)
+        if status != "ok":
+            raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
+        sock, _ = self.listener.accept()
+        self.conn = Connection(sock)
+
+    def alive(self) -> bool:
+        try:
+            return bool(self.km.is_alive())
+        except Exception:
+            return False
+
+    def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True):
+        """Execute code; returns (outputs, status, execution_count), status in ok, error, timeout, died."""
+        msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
+        return self.collect(msg_id, timeout, keep)
+
+    def collect(self, msg_id: str, timeout: float, keep: bool = True):
+        cap = self.settings["max_output_bytes"]
+        outputs, size, truncated, count = [], 0, False, None
+        deadline = time.monotonic() + timeout
+        interrupted_at = None
+        while True:
+            now = time.monotonic()
+            if now > deadline and interrupted_at is None:
+                interrupted_at = now
+                try:
+                    self.km.interrupt_kernel()
+                except Exception:
+                    pass
+            if interrupted_at is not None and now > interrupted_at + self.settings["interrupt_grace"]:
+                self.kill()
+                return outputs, "timeout", count
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                if not self.alive():
+                    return outputs, ("timeout" if interrupted_at else "died"), count
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content.get("execution_state") == "idle":
+                break
+            if kind == "execute_input":
+                count = content.get("execution_count")
+            if not keep or kind not in ("stream", "display_data", "execute_result", "error", "clear_output"):
+                continue
+            if kind == "clear_output":
+                outputs, size = [], 0
+                continue
+            piece = len(json.dumps(content.get("data", content.get("text", "")))) if kind != "error" else 0
+            if size + piece > cap:
+                truncated = True
+                continue
+            size += piece
+            out = output_from_msg(msg)
+            if kind == "stream" and outputs and outputs[-1].get("output_type") == "stream" \
+                    and outputs[-1].get("name") == out.get("name"):
+                outputs[-1]["text"] += out["text"]
+            else:
+                outputs.append(out)
+        if truncated:
+            outputs.append(NotebookNode(output_type="stream", name="stdout",
+                                        text=f"\n[output truncated by the grader: more than {cap} bytes]\n"))
+        status = "timeout" if interrupted_at else "ok"
+        if any(o.get("output_type") == "error" for o in outputs) and status == "ok":
+            status = "error"
+        return outputs, status, count
+
+    def kill(self) -> None:
+        try:
+            self.km.shutdown_kernel(now=True)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.kc.stop_channels()
+        except Exception:
+            pass
+        self.kill()
+        try:
+            self.km.cleanup_resources()
+        except Exception:
+            pass
+        _kill_cgroups(self.cgroups)
+        try:
+            self.listener.close()
+            self.conn.sock.close()
+        except Exception:
+            pass
+
+        def unlock(func, path, _):
+            os.chmod(os.path.dirname(path), 0o700)
+            func(path)
+
+        self._stderr.close()
+        shutil.rmtree(self.scratch, onerror=unlock)
+
+
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def submission_files(course: Path, student: str, assignment: str, autograded: Path, limit: int) -> list:
+    """Regular files a kernel may see: the submission's own (never through a symlink) and the master's extras."""
+    found, total = [], 0
+    roots = [course / "submitted" / student / assignment, course / "source" / assignment]
+    for root in roots:
+        if not root.is_dir() or root.is_symlink():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))
+                           and not d.startswith(".")]
+            for name in filenames:
+                path = Path(dirpath) / name
+                st = os.lstat(path)
+                if name.endswith(".ipynb") or not stat.S_ISREG(st.st_mode):
+                    continue
+                total += st.st_size
+                if total > limit:
+                    return found
+                found.append((path, path.relative_to(root)))
+    return found
+
+
+class JudgedExecute(NbGraderPreprocessor):
+    """Execute a submission: student cells in a sandboxed kernel, test cells in the judge."""
+
+    timeout = Integer(60, help="Seconds a cell (or a test's calls into the kernel) may run.").tag(config=True)
+    memory_limit = Integer(4 * 2**30, help="Address-space cap of the kernel, in bytes.").tag(config=True)
+    processes = Integer(64, help="Most processes a kernel may have at once.").tag(config=True)
+    max_output_bytes = Integer(2 * 2**20, help="Output kept per cell; the rest is dropped.").tag(config=True)
+    max_file_bytes = Integer(256 * 2**20, help="Largest file a kernel may write.").tag(config=True)
+    max_restarts = Integer(3, help="Kernel restarts per notebook before the remaining cells are skipped.").tag(
+        config=True)
+    startup_timeout = Float(60, help="Seconds for a kernel to start.").tag(config=True)
+    interrupt_grace = Float(5, help="Seconds a kernel gets to stop after an interrupt before it is killed.").tag(
+        config=True)
+
+    def settings(self) -> dict:
+        return {"memory_bytes": self.memory_limit, "processes": self.processes,
+                "max_output_bytes": self.max_output_bytes, "file_bytes": self.max_file_bytes,
+                "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace}
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        course = Path(os.getcwd())
+        path = Path(resources.get("metadata", {}).get("path") or ".")
+        files = submission_files(course, info.get("student", ""), info.get("assignment", ""), path, 100 * 2**20)
+        self._files = files
+        self._restarts = 0
+        self._history: list[str] = []
+        self.kernel = None
+        self.judge = None
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        try:
+            self._start()
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    self._cell(cell)
+        finally:
+            if self.kernel is not None:
+                self.kernel.close()
+        return nb, resources
+
+    # -- kernel lifecycle ----------------------------------------------------------------
+    def _start(self) -> None:
+        self.kernel = Kernel(self._files, self.settings(), self.log)
+        conn = self.kernel.conn
+        if self.judge is None:
+            self.judge = Judge(conn)
+        else:
+            self.judge.conn = conn
+
+    def _restart(self, why: str) -> bool:
+        """A new kernel with every earlier kernel cell replayed; False when no more restarts are allowed."""
+        if self.kernel is not None:
+            self.kernel.close()
+            self.kernel = None
+        self._restarts += 1
+        if self._restarts > self.max_restarts:
+            self.log.warning("kernel restarted %d times (%s): skipping the remaining cells", self.max_restarts, why)
+            return False
+        self.log.warning("restarting the kernel (%s); replaying %d cells", why, len(self._history))
+        try:
+            self._start()
+            for source in self._history:
+                _, status, _ = self.kernel.run(source, self.timeout, keep=False)
+                if status in ("timeout", "died"):
+                    raise RuntimeError(f"replay {status}")
+        except Exception as exc:
+            self.log.warning("the kernel could not be restarted: %s", exc)
+            if self.kernel is not None:
+                self.kernel.close()
+            self.kernel = None
+            return False
+        return True
+
+    # -- cells ---------------------------------------------------------------------------
+    def _cell(self, cell) -> None:
+        cell.outputs, cell.execution_count = [], None
+        md = cell.metadata.get("nbgrader", {})
+        if self.kernel is None:
+            cell.outputs = [_error("NotRun", "this cell was not run: the kernel died or hung too often")]
+            return
+        if md.get("grade") and md.get("locked") and not md.get("solution"):
+            self._test(cell)
+            return
+        outputs, status, count = self.kernel.run(cell.source, self.timeout)
+        cell.outputs, cell.execution_count = outputs, count
+        if status == "died":
+            cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell (it was "
+                                       "restarted and the cells before this one were run again)"))
+            self._restart("the kernel died")
+        elif status == "timeout":
+            cell.outputs.append(_error("CellTimeoutError", f"this cell ran longer than {self.timeout} s and was stopped"))
+            if not self.kernel.alive():
+                self._restart("a cell did not stop after an interrupt")
+        else:
+            self._history.append(cell.source)
+        if md.get("locked") and self.judge is not None:
+            try:  # the judge's own copy of the master's setup (imports, data, reference helpers)
+                self.judge.run(cell.source)
+            except GradingInterrupt:
+                self._restart("the kernel stopped answering")
+            except Exception as exc:
+                self.log.debug("judge: locked cell failed: %s", exc)
+
+    def _test(self, cell) -> None:
+        kernel, conn = self.kernel, self.kernel.conn
+        msg_id = kernel.kc.execute(SERVE, silent=True, store_history=False, allow_stdin=False)
+        error = None
+        if not conn.wait_ready(min(10.0, self.timeout)):
+            conn.broken = True
+        conn.deadline = time.monotonic() + self.timeout
+        try:
+            self.judge.run(cell.source)
+        except KernelTimeout:
+            error = _error("CellTimeoutError", f"the code under test ran longer than {self.timeout} s and was stopped")
+        except KernelGone as exc:
+            error = _error("DeadKernelError", f"the kernel did not answer the tests ({exc})")
+        except BaseException as exc:  # the test failed: show its message only
+            error = _error(type(exc).__name__, str(exc)[:4000])
+        finally:
+            conn.deadline = None
+        broken = conn.broken
+        conn.done()
+        _, status, _ = kernel.collect(msg_id, self.settings()["interrupt_grace"] + (0 if not broken else 0), keep=False)
+        if error is not None:
+            cell.outputs = [error]
+        if broken or status in ("timeout", "died") or not kernel.alive():
+            self._restart("the kernel stopped answering during a test")

@@ -1,0 +1,327 @@
+"""The judge: test cells run here, in the grader's process, never in the student's kernel.
+
+A test cell's code is executed in a namespace of the judge's own: the locked cells of the
+master (imports, data, reference helpers) run here too, so every reference value is
+computed where the student's code cannot reach it. A name the judge does not have (a
+function or variable the student defined) is fetched from the student's kernel through
+the agent (:mod:`attention_course.grading.agent`): plain data is copied over, anything else
+becomes a :class:`Remote` proxy whose calls run in the kernel and return plain data. The
+comparisons (``assert_close`` and friends, ``np.allclose``, ``assert``) are the judge's own,
+so nothing a submission replaces, wraps or rewrites in its kernel can change a verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import io
+import socket
+import sys
+import time
+
+from . import wire
+
+
+class GradingInterrupt(BaseException):
+    """The kernel stopped answering in time, or died: the cell fails (tests cannot catch this)."""
+
+
+class KernelTimeout(GradingInterrupt):
+    pass
+
+
+class KernelGone(GradingInterrupt):
+    pass
+
+
+class StudentError(Exception):
+    """An exception raised by the student's code that is not one of Python's built-in ones."""
+
+
+_BUILTIN_ERRORS = {name: obj for name, obj in vars(builtins).items()
+                   if isinstance(obj, type) and issubclass(obj, Exception)
+                   and obj not in (StopIteration, StopAsyncIteration)}
+
+#: Remote objects of these modules' classes pass isinstance checks against the judge's classes.
+_TRUSTED_PREFIXES = ("torch.", "numpy.", "builtins.")
+
+
+def _judge_class(type_names: list[str]):
+    for name in type_names:
+        if not name.startswith(_TRUSTED_PREFIXES):
+            continue
+        # Only classes of modules the judge has already imported; nothing is imported on request.
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = sys.modules.get(".".join(parts[:cut]))
+            if module is None:
+                continue
+            obj = module
+            try:
+                for attr in parts[cut:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                break
+            if isinstance(obj, type):
+                return obj
+            break
+    return None
+
+
+class Remote:
+    """An object that lives in the student's kernel. Attribute access, calls, iteration and
+    indexing are requests to the kernel; results come back as plain data where possible."""
+
+    __slots__ = ("_judge_conn", "_judge_id", "_judge_types", "__weakref__")
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name.startswith("_judge"):
+            raise AttributeError(name)
+        return self._judge_conn.request({"op": "getattr", "target": self._judge_ref(), "name": name})
+
+    def _judge_ref(self):
+        return {"t": "ref", "id": self._judge_id}
+
+    def __call__(self, *args, **kwargs):
+        return self._judge_conn.call(self, args, kwargs)
+
+    def __iter__(self):
+        return iter(self._judge_conn.request({"op": "iter", "target": self._judge_ref()}))
+
+    def __len__(self):
+        return self._judge_conn.request({"op": "len", "target": self._judge_ref()})
+
+    def __getitem__(self, key):
+        return self._judge_conn.request({"op": "getitem", "target": self._judge_ref(), "key": key})
+
+    def __bool__(self):
+        return self._judge_conn.request({"op": "bool", "target": self._judge_ref()})
+
+    def __repr__(self):
+        try:
+            return self._judge_conn.request({"op": "str", "target": self._judge_ref()})
+        except Exception:
+            return f"<{type(self).__name__} in the student's kernel>"
+
+    __str__ = __repr__
+
+    @property
+    def __class__(self):
+        return _judge_class(self._judge_types) or type(self)
+
+    def _judge_vjp(self, args, kwargs, cotangents):
+        return self._judge_conn.call(self, args, kwargs, op="vjp", cotangents=cotangents)
+
+
+_proxy_classes: dict[str, type] = {}
+
+
+def _proxy(conn, desc) -> Remote:
+    types = [str(t) for t in desc.get("type", [])][:20] if isinstance(desc.get("type"), list) else []
+    name = (types[0].rpartition(".")[2] if types else "object")[:80] or "object"
+    cls = _proxy_classes.get(name)
+    if cls is None:
+        cls = _proxy_classes[name] = type(name, (Remote,), {"__slots__": ()})
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "_judge_conn", conn)
+    object.__setattr__(obj, "_judge_id", desc.get("id"))
+    object.__setattr__(obj, "_judge_types", types)
+    return obj
+
+
+class Connection:
+    """The judge's end of the socket to the agent in one student's kernel."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.deadline = None  # time.monotonic() after which the kernel has taken too long
+        self.broken = False
+        self._callbacks: dict[int, object] = {}
+
+    # -- low level -----------------------------------------------------------------------
+    def _recv(self):
+        if self.broken:
+            raise KernelGone("the kernel stopped answering earlier in this cell")
+        remaining = None if self.deadline is None else self.deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            self.broken = True
+            raise KernelTimeout("the student's code took too long")
+        self.sock.settimeout(remaining)
+        try:
+            return wire.recv(self.sock)
+        except socket.timeout:
+            self.broken = True
+            raise KernelTimeout("the student's code took too long") from None
+        except (wire.WireError, OSError) as exc:
+            self.broken = True
+            raise KernelGone(f"the kernel stopped answering ({exc})") from None
+
+    def _encode_handle(self, obj):
+        if isinstance(obj, Remote):
+            return obj._judge_ref()
+        if callable(obj):
+            cid = len(self._callbacks) + 1
+            self._callbacks[cid] = obj
+            return {"t": "cb", "id": cid}
+        raise TypeError(f"a {type(obj).__name__} cannot be passed to the student's code")
+
+    def _decode_handle(self, desc):
+        if desc["t"] == "ref":
+            return _proxy(self, desc)
+        raise wire.WireError("the kernel sent a callback handle")
+
+    def wait_ready(self, timeout: float) -> bool:
+        saved, self.deadline = self.deadline, time.monotonic() + timeout
+        try:
+            msg, _ = self._recv()
+            return msg.get("ready") is True
+        except GradingInterrupt:
+            return False
+        finally:
+            self.deadline = saved
+
+    def done(self) -> None:
+        if not self.broken:
+            try:
+                wire.send(self.sock, {"op": "done"}, [])
+            except OSError:
+                self.broken = True
+
+    # -- requests ------------------------------------------------------------------------
+    def request(self, req: dict, extra: dict | None = None, mirror: list | None = None):
+        enc = wire.Encoder(self._encode_handle)
+        for key in ("target", "key", "args", "kwargs", "cotangents"):
+            if key in req:
+                req[key] = req[key] if key == "target" else enc.encode(req[key])
+        if self.broken:
+            raise KernelGone("the kernel stopped answering earlier in this cell")
+        try:
+            wire.send(self.sock, req, enc.buffers)
+        except OSError as exc:
+            self.broken = True
+            raise KernelGone(f"the kernel stopped answering ({exc})") from None
+        sent_arrays = enc.arrays
+        try:
+            while True:
+                msg, buffers = self._recv()
+                if "cb" in msg:
+                    self._answer_callback(msg, buffers)
+                    continue
+                dec = wire.Decoder(buffers, self._decode_handle)
+                if "err" in msg:
+                    raise _remote_error(msg["err"])
+                if "ok" not in msg:
+                    self.broken = True
+                    raise KernelGone("the kernel answered something that is not an answer")
+                try:
+                    value = dec.decode(msg["ok"])
+                    echo = msg.get("echo")
+                    if isinstance(echo, list) and len(echo) == len(sent_arrays):
+                        for original, new in zip(sent_arrays, (dec.decode(e) for e in echo)):
+                            wire.update_in_place(original, new)
+                except wire.WireError as exc:
+                    raise StudentError(f"the result could not be read: {exc}") from None
+                return value
+        finally:
+            self._callbacks.clear()
+
+    def _answer_callback(self, msg, buffers) -> None:
+        fn = self._callbacks.get(msg.get("cb"))
+        try:
+            if fn is None:
+                raise RuntimeError("this function given by the test is no longer available")
+            dec = wire.Decoder(buffers, self._decode_handle)
+            args, kwargs = dec.decode(msg.get("args")), dec.decode(msg.get("kwargs"))
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise wire.WireError("malformed callback")
+            value = fn(*args, **{str(k): v for k, v in kwargs.items()})
+            enc = wire.Encoder(lambda obj: (_ for _ in ()).throw(TypeError("not data")) if not isinstance(obj, Remote)
+                               else obj._judge_ref())
+            wire.send(self.sock, {"ok": enc.encode(value)}, enc.buffers)
+        except GradingInterrupt:
+            raise
+        except Exception as exc:
+            wire.send(self.sock, {"err": f"{type(exc).__name__}: {exc}"[:500]}, [])
+
+    def lookup(self, name: str):
+        return self.request({"op": "lookup", "name": name})
+
+    def call(self, target: Remote, args, kwargs, op: str = "call", cotangents=None):
+        import torch  # the judge's grad mode (e.g. inside torch.no_grad()) applies to the call
+
+        req = {"op": op, "target": target._judge_ref(), "args": list(args), "kwargs": dict(kwargs),
+               "grad": torch.is_grad_enabled()}
+        if op == "vjp":
+            req["cotangents"] = list(cotangents)
+        return self.request(req)
+
+
+def _remote_error(err) -> BaseException:
+    if not isinstance(err, dict):
+        return StudentError(str(err)[:2000])
+    name, msg = str(err.get("type", "Error"))[:100], str(err.get("msg", ""))[:2000]
+    if err.get("module") == "builtins" and name in _BUILTIN_ERRORS:
+        return _BUILTIN_ERRORS[name](msg)
+    if name == "KeyboardInterrupt":
+        return KernelTimeout("the student's code took too long and was interrupted")
+    return StudentError(f"{name}: {msg}" if msg else name)
+
+
+def free_names(source: str) -> list[str]:
+    """Names a cell reads but never binds itself (in order of first appearance), without built-ins."""
+    tree = ast.parse(source)
+    bound, read = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                if node.id not in read:
+                    read.append(node.id)
+            else:
+                bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return [n for n in read if n not in bound and not hasattr(builtins, n)]
+
+
+def python_source(cell_source: str) -> str:
+    """IPython syntax (magics, ``!``) turned into plain Python, as the kernel would see it."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(cell_source)
+
+
+class Judge:
+    """The trusted namespace of one notebook's tests."""
+
+    def __init__(self, conn: Connection | None):
+        self.conn = conn
+        self.ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _no_ipython}
+
+    def run(self, source: str, fetch: bool = True) -> None:
+        """Execute a cell in the judge's namespace; exceptions propagate to the caller."""
+        code = python_source(source)
+        if fetch and self.conn is not None:
+            for name in free_names(code):
+                if name in self.ns:
+                    continue
+                try:
+                    self.ns[name] = self.conn.lookup(name)
+                except NameError:
+                    pass  # the cell raises NameError itself when it needs the name
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            exec(compile(code, "<test>", "exec"), self.ns)
+
+
+class _NoIPython:
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def _no_ipython():
+    return _NoIPython()
