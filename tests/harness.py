@@ -81,12 +81,16 @@ class GradedClass:
 
     def feedback_text(self, student: str) -> str:
         """The text of a student's feedback pages, tags removed and entities decoded."""
-        pages = sorted((self.course / "feedback" / student / self.assignment).glob("*.html"))
-        texts = []
-        for page in pages:
-            markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
-            texts.append(html.unescape(re.sub(r"<[^>]+>", "", markup)))
-        return "\n".join(texts)
+        return feedback_text(self.course, student, self.assignment)
+
+
+def feedback_text(course: Path, student: str, assignment: str) -> str:
+    """The text of a student's feedback pages, tags removed and entities decoded."""
+    texts = []
+    for page in sorted((course / "feedback" / student / assignment).glob("*.html")):
+        markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
+        texts.append(html.unescape(re.sub(r"<[^>]+>", "", markup)))
+    return "\n".join(texts)
 
 
 def read_scores(course: Path, assignment: str) -> dict:

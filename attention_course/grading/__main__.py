@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         out = args.out if args.out.is_absolute() else course / args.out
         print(f"Wrote {write_report(db, available(course), out)}")
         return 0
-    header, rows = score_table(db, available(course))
+    header, rows = score_table(db, available(course), course)
     if not rows:
         print("The gradebook has no students yet: run `make autograde` first.", file=sys.stderr)
         return 1

@@ -26,12 +26,38 @@ def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
     return course / "tests" / "catalogue" / f"{assignment}.py"
 
 
-def score_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[list]]:
+def submission_problems(course: Path, student: str, assignment: str, notebooks: list[str]) -> list[str]:
+    """What kept a hand-in from being graded as handed in: missing, renamed, unreadable or ungraded notebooks."""
+    import json
+
+    folder = course / "submitted" / student / assignment
+    if not folder.is_dir():
+        return []
+    problems = []
+    for name in notebooks:
+        path = folder / f"{name}.ipynb"
+        if not path.is_file():
+            others = sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in notebooks)
+            problems.append(f"{name}.ipynb missing" + (f" (handed in: {', '.join(others)}; rename it and autograde "
+                                                       "again)" if others else ""))
+            continue
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            problems.append(f"{name}.ipynb is not a readable notebook (not valid JSON)")
+            continue
+        if not (course / "autograded" / student / assignment / f"{name}.ipynb").is_file():
+            problems.append(f"{name}.ipynb could not be graded (see the autograde log)")
+    return problems
+
+
+def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tuple[list[str], list[list]]:
     """Per-student, per-assignment scores from the gradebook.
 
     Returns the header and one row per student: id, a score per assignment
-    (blank where nothing was submitted), the total, the maximum, and how many
-    answers still wait for manual grading (in the formgrader).
+    (blank where nothing was submitted), the total, the maximum, how many
+    answers still wait for manual grading (in the formgrader), and the problems
+    that kept a hand-in from being graded (a missing or unreadable notebook).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -39,9 +65,11 @@ def score_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[li
         graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
         maxima = {a: gb.find_assignment(a).max_score for a in graded}
         rows = []
+        notebooks = {a: [nb.name for nb in gb.find_assignment(a).notebooks] for a in graded}
         for student in sorted(gb.students, key=lambda s: s.id):
-            row, total, pending = [student.id], 0.0, 0
+            row, total, pending, problems = [student.id], 0.0, 0, []
             for a in graded:
+                problems += [f"{a}: {p}" for p in submission_problems(course, student.id, a, notebooks[a])]
                 try:
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:
@@ -50,8 +78,8 @@ def score_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[li
                 row.append(round(submission.score, 2))
                 total += submission.score
                 pending += sum(1 for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade)
-            rows.append(row + [round(total, 2), sum(maxima.values()), pending])
-    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "to grade by hand"]
+            rows.append(row + [round(total, 2), sum(maxima.values()), pending, "; ".join(problems)])
+    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "to grade by hand", "problems"]
     return header, rows
 
 

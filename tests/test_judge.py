@@ -1,0 +1,110 @@
+"""Unit tests of the judged grader's parts: the wire format, the judge's names, the sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from attention_course import gradients
+from attention_course.grading import wire
+from attention_course.grading.course import ROOT
+from attention_course.grading.judge import free_names
+from attention_course.grading.sandbox import landlock_abi
+
+
+def roundtrip(value):
+    enc = wire.Encoder(lambda obj: {"t": "ref", "id": 7})
+    data = enc.encode(value)
+    return wire.Decoder(enc.buffers, lambda desc: ("handle", desc["id"])).decode(data), enc
+
+
+def test_plain_data_travels_by_value():
+    g, r = torch.Generator().manual_seed(3), np.random.default_rng(4)
+    value = {"a": [1, 2.5, float("nan"), None, "x", (3, 4)], "arr": np.arange(6.0).reshape(2, 3),
+             "t": torch.ones(2, 2, requires_grad=True), "gen": g, "rng": r, "i": np.int64(5), "f": object()}
+    got, enc = roundtrip(value)
+    assert np.array_equal(got["arr"], value["arr"]) and got["arr"].dtype == np.float64
+    assert torch.equal(got["t"], value["t"]) and got["t"].requires_grad
+    assert torch.randn(3, generator=got["gen"]).tolist() == torch.randn(3, generator=g).tolist()
+    assert got["rng"].normal() == r.normal()
+    assert got["f"] == ("handle", 7), "an object that is not plain data becomes a handle"
+    assert got["a"][:2] == [1, 2.5] and np.isnan(got["a"][2]) and got["a"][5] == (3, 4)
+    assert len(enc.arrays) == 2
+
+
+@pytest.mark.parametrize("bad", [
+    {"t": "nd", "dtype": "float64", "shape": [3, 3], "b": 0},  # buffer smaller than the shape
+    {"t": "nd", "dtype": "object", "shape": [1], "b": 0},  # an object array would unpickle
+    {"t": "pickle", "v": "..."},
+    {"t": "ptgen", "b": 0},  # not a generator state
+    {"t": "nprng", "v": '{"bit_generator": "Generator"}'},
+    {"t": "dict", "v": [[{"t": "list", "v": []}, 1]]},  # unhashable key
+])
+def test_hostile_data_is_rejected(bad):
+    with pytest.raises(wire.WireError):
+        wire.Decoder([b"\x00" * 8], lambda d: None).decode(bad)
+
+
+def test_nesting_is_bounded():
+    deep = 1
+    for _ in range(wire.MAX_DEPTH + 5):
+        deep = {"t": "list", "v": [deep]}
+    with pytest.raises(wire.WireError):
+        wire.Decoder([], lambda d: None).decode(deep)
+
+
+def test_free_names_skip_what_a_cell_binds():
+    src = "import numpy as np\nx_ = np.ones(3)\ndef f(a):\n    return a + y\nfor i in range(2):\n    z = student(x_, i)"
+    assert free_names(src) == ["y", "student"]
+
+
+def test_gradients_locally():
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    out, (gx,) = gradients(lambda t: (t ** 2, t.sum()), (x,), (torch.ones(2), torch.tensor(3.0)))
+    assert torch.equal(gx, 2 * x.detach() + 3)
+
+
+PROBE = """
+import json, os, socket, sys
+result = {}
+def attempt(name, fn):
+    try:
+        fn()
+        result[name] = "allowed"
+    except BaseException as exc:
+        result[name] = type(exc).__name__
+attempt("read course", lambda: open(sys.argv[1]).read())
+attempt("write scratch", lambda: open(os.path.join(sys.argv[2], "ok.txt"), "w").write("x"))
+attempt("write outside", lambda: open(sys.argv[3], "w").write("x"))
+attempt("signal parent", lambda: os.kill(os.getppid(), 0))
+attempt("parent memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1))
+attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+attempt("8 GiB", lambda: bytearray(8 * 2**30))
+import numpy
+print(json.dumps(result))
+"""
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): files, TCP and signals")
+def test_sandbox_confines_a_process(tmp_path):
+    from attention_course.grading.executor import _read_paths
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    config = {"read": _read_paths(), "write": [str(scratch)], "memory_bytes": 4 * 2**30}
+    (scratch / "config.json").write_text(json.dumps(config))
+    outside = tmp_path / "outside.txt"
+    proc = subprocess.run([sys.executable, "-m", "attention_course.grading.sandbox", str(scratch / "config.json"), "--",
+                           sys.executable, "-c", PROBE, str(ROOT / "README.md"), str(scratch), str(outside)],
+                          capture_output=True, text=True, cwd=scratch, timeout=120)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result.pop("write scratch") == "allowed"
+    assert all(v != "allowed" for v in result.values()), result
+    assert not outside.exists()
+    assert os.path.exists(ROOT / "README.md")
