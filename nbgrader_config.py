@@ -39,7 +39,6 @@ c.CourseDirectory.solution_directory = "solutions"
 c.GenerateAssignment.preprocessors = [
     IncludeHeaderFooter,
     InstantiateTests,
-    LimitOutput,
     LockCells,
     ReleaseStarterCode,
     ClearSolutions,
@@ -84,5 +83,6 @@ c.JudgedExecute.memory_limit = 4 * 2**30
 c.JudgedExecute.processes = 64
 
 # --- Feedback --------------------------------------------------------------
-# Show each failed check's message, never hidden-test source or tracebacks through it.
+# Show each failed check's message, never hidden-test source or tracebacks through it, and for
+# the student's own cells the outputs of the notebook they handed in, never autograde-time output.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -169,6 +169,23 @@ class Kernel:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dest)
 
+    def await_agent(self, msg_id: str, timeout: float) -> bool:
+        """Wait until the agent says it serves; False as soon as the request ends without it (no agent)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.conn.wait_ready(0.05):
+                return True
+            if self.conn.broken:
+                return False
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except Exception:
+                continue
+            if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \
+                    and msg.get("msg_type") == "status" and msg["content"].get("execution_state") == "idle":
+                return self.conn.wait_ready(0.5)
+        return False
+
     def cap_hits(self) -> int:
         """How often the kernel ran into its process cap so far (cgroup pids.events)."""
         hits = 0
@@ -477,7 +494,7 @@ class JudgedExecute(NbGraderPreprocessor):
         kernel, conn = self.kernel, self.kernel.conn
         msg_id = kernel.kc.execute(SERVE, silent=True, store_history=False, allow_stdin=False)
         error = None
-        if not conn.wait_ready(min(5.0, self.timeout)):
+        if not kernel.await_agent(msg_id, min(10.0, self.timeout)):
             conn.broken = True
         conn.deadline = time.monotonic() + self.timeout
         try:

@@ -172,14 +172,18 @@ class Connection:
         raise wire.WireError("the kernel sent a callback handle")
 
     def wait_ready(self, timeout: float) -> bool:
-        saved, self.deadline = self.deadline, time.monotonic() + timeout
-        try:
-            msg, _ = self._recv()
-            return msg.get("ready") is True
-        except GradingInterrupt:
+        """Whether the agent announces, within ``timeout``, that it serves this test cell."""
+        if self.broken:
             return False
-        finally:
-            self.deadline = saved
+        self.sock.settimeout(timeout)
+        try:
+            msg, _ = wire.recv(self.sock)
+        except socket.timeout:
+            return False
+        except (wire.WireError, OSError):
+            self.broken = True
+            return False
+        return msg.get("ready") is True
 
     def done(self) -> None:
         if not self.broken:
