@@ -52,7 +52,7 @@ grades: $(STAMP) ## Print the per-student, per-assignment grade table and save g
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
 	$(BIN)/python -m attention_course.grading report --out report
 
-test: $(STAMP) ## Run every test: package, release, and real nbgrader grading runs (~13 min on 2 cores)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile submissions (~20 min on 2 cores)
 	$(BIN)/python -m pytest -q
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
