@@ -33,7 +33,6 @@ from pathlib import Path
 from jupyter_client.manager import KernelManager
 from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
-from nbgrader import utils
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, List, Unicode
 
@@ -349,7 +348,7 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-def submission_files(course: Path, student: str, assignment: str, autograded: Path, limit: int) -> list:
+def submission_files(course: Path, student: str, assignment: str, limit: int) -> list:
     """Regular files a kernel may see: the submission's own (never through a symlink) and the master's extras."""
     found, total = [], 0
     roots = [course / "submitted" / student / assignment, course / "source" / assignment]
@@ -397,8 +396,7 @@ class JudgedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         course = Path(os.getcwd())
-        path = Path(resources.get("metadata", {}).get("path") or ".")
-        files = submission_files(course, info.get("student", ""), info.get("assignment", ""), path, 100 * 2**20)
+        files = submission_files(course, info.get("student", ""), info.get("assignment", ""), 100 * 2**20)
         self._files = files
         self._restarts = 0
         self._history: list[str] = []

@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 from nbgrader import utils
@@ -136,9 +138,6 @@ class HideHiddenTests(NbGraderPreprocessor):
 
 def submitted_outputs(student, assignment, notebook) -> dict:
     """Outputs of the code cells of a submitted notebook, by source (empty if it cannot be read)."""
-    import json
-    import os
-
     found: dict = {}
     if not (student and assignment and notebook):
         return found
