@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades report test lab clean
+.PHONY: help install release solutions demo autograde feedback grades report test bench lab clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -34,11 +34,9 @@ demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedb
 	$(BIN)/python -m attention_course.grading demo
 	@$(MAKE) --no-print-directory autograde feedback grades
 
-autograde: $(STAMP) ## Autograde every submission in submitted/ into autograded/ (~5 s per notebook)
-	@status=0; for a in $(ASSIGNMENTS); do \
-	  if compgen -G "submitted/*/$$a" > /dev/null; then \
-	    echo "Autograding $$a ..."; nbgrader autograde "$$a" --force --log-level=WARN || status=1; \
-	  fi; done; exit $$status
+autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand-ins (WORKERS=n, FORCE=1, DB=url)
+	$(BIN)/python -m attention_course.grading autograde $(if $(WORKERS),--workers $(WORKERS)) \
+	  $(if $(FORCE),--force) $(if $(DB),--db $(DB))
 
 feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
 	@for a in $(ASSIGNMENTS); do \
@@ -54,6 +52,9 @@ report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile submissions (~20 min on 2 cores)
 	$(BIN)/python -m pytest -q
+
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~6 min)
+	$(BIN)/python -m attention_course.grading bench
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import html
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_course.grading.course import ROOT, catalogue_path
+from attention_course.grading.course import ROOT, catalogue_path, cell_scores, scratch_course
 from attention_course.grading.nbgrader_ext import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
@@ -57,15 +56,44 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
     return proc
 
 
+RELEASE = """
+import sys
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.apps.baseapp import NbGrader
+app = NbGrader()
+app.initialize([])
+if sys.argv[1]:
+    app.config.CourseDirectory.db_url = sys.argv[1]
+api = NbGraderAPI(parent=app)
+for assignment in sys.argv[2:]:
+    result = api.generate_assignment(assignment, force=True, create=True)
+    if not result["success"]:
+        sys.exit(f"{assignment}: {result.get('error', '')}{result.get('log', '')}")
+"""
+
+
+def release(course: Path, assignments: list[str], db_url: str = "") -> None:
+    """``nbgrader generate_assignment`` for several assignments in one process (into ``db_url`` if given)."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([sys.executable, "-c", RELEASE, db_url, *assignments], cwd=course, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"releasing {assignments} failed:\n{proc.stderr[-4000:]}")
+
+
+def course_autograde(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run the course's parallel autograde command (``make autograde``) in ``course``."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
+                           *args], cwd=course, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"autograde {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
 def new_course(tmp: Path, assignments: list[str]) -> Path:
     """A scratch course holding this repository's config and the given assignments' sources."""
-    course = tmp / "course"
-    (course / "source").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for a in assignments:
-        shutil.copytree(ROOT / "source" / a, course / "source" / a,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    return course
+    return scratch_course(tmp, assignments)
 
 
 @dataclass
@@ -93,26 +121,16 @@ def feedback_text(course: Path, student: str, assignment: str) -> str:
     return "\n".join(texts)
 
 
-def read_scores(course: Path, assignment: str) -> dict:
-    from nbgrader.api import Gradebook
-
-    result = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for sub in gb.assignment_submissions(assignment):
-            cells = {}
-            for nb in sub.notebooks:
-                for grade in nb.grades:
-                    cells[grade.name] = (grade.score, grade.max_score, grade.needs_manual_grade)
-            result[sub.student.id] = cells
-    return result
+def read_scores(course: Path, assignment: str, db_url: str | None = None) -> dict:
+    return cell_scores(db_url or f"sqlite:///{course / 'gradebook.db'}", assignment)
 
 
 def grade_class(tmp: Path, assignment: str) -> GradedClass:
-    """Release ``assignment``, submit its catalogue, autograde everything in one run, write feedback."""
+    """Release ``assignment``, submit its catalogue, autograde everything (the course command), write feedback."""
     course = new_course(tmp, [assignment])
     nbgrader(course, "generate_assignment", assignment, "--force")
     catalogue = load_catalogue(catalogue_path(assignment))
     students = write_class(course, assignment, catalogue_roster(catalogue))
-    log = nbgrader(course, "autograde", assignment, "--force").stderr
+    log = course_autograde(course, assignment, "--force").stderr
     nbgrader(course, "generate_feedback", assignment, "--force")
     return GradedClass(course, assignment, catalogue, students, log, read_scores(course, assignment))

@@ -61,7 +61,7 @@ def test_nesting_is_bounded():
 
 def test_free_names_skip_what_a_cell_binds():
     src = "import numpy as np\nx_ = np.ones(3)\ndef f(a):\n    return a + y\nfor i in range(2):\n    z = student(x_, i)"
-    assert free_names(src) == ["y", "student"]
+    assert free_names(src) == ("y", "student")
 
 
 def test_gradients_locally():
@@ -70,7 +70,7 @@ def test_gradients_locally():
     assert torch.equal(gx, 2 * x.detach() + 3)
 
 
-PROBE = """
+ATTEMPT = """
 import json, os, socket, sys
 result = {}
 def attempt(name, fn):
@@ -79,6 +79,9 @@ def attempt(name, fn):
         result[name] = "allowed"
     except BaseException as exc:
         result[name] = type(exc).__name__
+"""
+
+PROBE = ATTEMPT + """
 attempt("read course", lambda: open(sys.argv[1]).read())
 attempt("write scratch", lambda: open(os.path.join(sys.argv[2], "ok.txt"), "w").write("x"))
 attempt("write outside", lambda: open(sys.argv[3], "w").write("x"))
@@ -108,3 +111,51 @@ def test_sandbox_confines_a_process(tmp_path):
     assert all(v != "allowed" for v in result.values()), result
     assert not outside.exists()
     assert os.path.exists(ROOT / "README.md")
+
+
+KERNEL_PROBE = ATTEMPT + """
+attempt("read course", lambda: open(%(readme)r).read())
+attempt("write outside", lambda: open(%(outside)r, "w").write("x"))
+attempt("signal parent", lambda: os.kill(os.getppid(), 0))
+attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+def inherited_channel():
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        try:
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        kind = s.type
+        s.close()
+        if kind == socket.SOCK_SEQPACKET:
+            return
+    raise LookupError("no fork-server channel")
+attempt("fork-server channel", inherited_channel)
+import numpy, torch
+print(json.dumps({"result": result, "cwd": os.getcwd(), "sum": float(torch.ones(3).sum() + numpy.ones(2).sum())}))
+"""
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): files, TCP and signals")
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+def test_kernels_are_confined_however_they_start(tmp_path, fork):
+    """A kernel forked from the fork server is as confined (and shows plots) as one started as a new program."""
+    import logging
+
+    from attention_course.grading.executor import JudgedExecute, Kernel
+
+    settings = dict(JudgedExecute().settings(), fork=fork)
+    outside = tmp_path / "outside.txt"
+    kernel = Kernel(settings, logging.getLogger("test"))
+    try:
+        outputs, status, _ = kernel.run(KERNEL_PROBE % {"readme": str(ROOT / "README.md"), "outside": str(outside)},
+                                        60)
+        assert status == "ok", outputs
+        report = json.loads(outputs[-1]["text"].strip().splitlines()[-1])
+        assert all(v != "allowed" for v in report["result"].values()), report
+        assert report["cwd"] == str(kernel.scratch / "work") and report["sum"] == 5.0
+        figure, status, _ = kernel.run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", 60)
+        assert any("image/png" in o.get("data", {}) for o in figure), "plots must show inline, as in a new kernel"
+        assert kernel.alive()
+    finally:
+        kernel.close()
+    assert not kernel.alive() and not kernel.scratch.exists() and not outside.exists()

@@ -1,6 +1,6 @@
 """Grading that cannot be gamed, leaks nothing, and survives any submission.
 
-One real autograde run of 01_self_attention grades the demo class together with every hostile
+One real autograde run of 01_self_attention (the course's parallel command) grades the demo class together with every hostile
 submission of tests/catalogue/adversarial.py (a wrong answer plus an attack each). Then:
 - every attack scores, cell by cell, no more than its wrong answer without the attack (the
   catalogue run of test_grading grades those), and exactly as much where it should;
@@ -26,7 +26,7 @@ from attention_course.grading.submissions import (
     BLANK, COMPLETE, demo_roster, load_catalogue, read_notebook, write_class,
 )
 
-from harness import feedback_text, nbgrader, new_course, read_scores
+from harness import course_autograde, feedback_text, nbgrader, new_course, read_scores
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 import adversarial  # noqa: E402
@@ -65,7 +65,7 @@ def hostile(tmp_path_factory):
     before = {s: tree_digest(course / "submitted" / s) for s in demo}
     source_before = tree_digest(course / "source")
     write_class(course, A, {a.name: a.submission() for a in ATTACKS})
-    log = nbgrader(course, "autograde", A, "--force", check=False).stderr
+    log = course_autograde(course, A, "--force", check=False).stderr
     nbgrader(course, "generate_feedback", A, "--force", check=False)
     return {"course": course, "demo": demo, "before": before, "source_before": source_before, "log": log,
             "scores": read_scores(course, A)}

@@ -1,7 +1,10 @@
-"""Course commands: ``python -m attention_course.grading demo|table``.
+"""Course commands: ``python -m attention_course.grading demo|autograde|table|report``.
 
 ``demo``   writes the demo class (complete, blank and a few realistic mistakes per
            assignment) into ``submitted/``; assignments must be released first.
+``autograde`` grades every submission (or those of the given assignments) across worker
+           processes, with a progress line; unchanged, already graded submissions are skipped.
+``bench``  times stock nbgrader against the course command on a synthetic class.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
@@ -23,13 +26,27 @@ def main(argv=None) -> int:
     parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="write the demo class into submitted/")
+    grade = sub.add_parser("autograde", help="autograde every submission in parallel, skipping unchanged ones")
+    grade.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
+    grade.add_argument("-j", "--workers", type=int, default=None,
+                       help="grading processes (default: the number of CPU cores)")
+    grade.add_argument("--force", action="store_true", help="grade again even what is graded and unchanged")
+    grade.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    sub.add_parser("bench", help="time stock nbgrader against the course command (bench --help: its options)",
+                   add_help=False)
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
     table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "bench":  # its options are its own
+        from .bench import main as bench_main
+
+        return bench_main(extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     course = args.course.resolve()
 
     if args.command == "demo":
@@ -41,6 +58,12 @@ def main(argv=None) -> int:
             described = ", ".join(f"{student} ({getattr(what, 'description', what)})" for student, what in roster.items())
             print(f"{assignment}: {described}")
         return 0
+
+    if args.command == "autograde":
+        from .autograde import run
+
+        summary = run(course, args.assignments, args.workers, args.force, args.db)
+        return 1 if summary["failed"] else 0
 
     db = args.db or f"sqlite:///{course / 'gradebook.db'}"
     if args.command == "report":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 #: The assignments, in teaching order; each is a folder of ``source/``.
@@ -15,11 +16,26 @@ ASSIGNMENTS = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = ROOT / "attention_course"
 
 
 def available(course: Path = ROOT) -> list[str]:
     """The assignments of :data:`ASSIGNMENTS` that have a source folder in ``course``."""
     return [a for a in ASSIGNMENTS if (course / "source" / a).is_dir()]
+
+
+def scratch_course(folder: Path, assignments: list[str], config: str | None = None) -> Path:
+    """A new course in ``folder/course`` with this course's configuration (or ``config``) and the given sources."""
+    course = folder / "course"
+    (course / "source").mkdir(parents=True)
+    if config is None:
+        shutil.copy(ROOT / "nbgrader_config.py", course)
+    else:
+        (course / "nbgrader_config.py").write_text(config)
+    for a in assignments:
+        shutil.copytree(ROOT / "source" / a, course / "source" / a,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return course
 
 
 def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
@@ -49,6 +65,18 @@ def submission_problems(course: Path, student: str, assignment: str, notebooks: 
         if not (course / "autograded" / student / assignment / f"{name}.ipynb").is_file():
             problems.append(f"{name}.ipynb could not be graded (see the autograde log)")
     return problems
+
+
+def cell_scores(db_url: str, assignment: str) -> dict:
+    """Every graded cell of every submission: student -> {grade cell: (score, max, needs manual grade)}."""
+    from nbgrader.api import Gradebook
+
+    result = {}
+    with Gradebook(db_url) as gb:
+        for sub in gb.assignment_submissions(assignment):
+            result[sub.student.id] = {grade.name: (grade.score, grade.max_score, grade.needs_manual_grade)
+                                      for nb in sub.notebooks for grade in nb.grades}
+    return result
 
 
 def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tuple[list[str], list[list]]:

@@ -23,22 +23,25 @@ import shutil
 import signal
 import socket
 import stat
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
-from jupyter_client.manager import KernelManager
+from jupyter_client.blocking import BlockingKernelClient
+from jupyter_client.connect import write_connection_file
 from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, List, Unicode
 
+from . import forkserver
+from .forkserver import Spawned
+from .course import PACKAGE_DIR
 from .judge import Connection, Judge, KernelGone, KernelTimeout
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
 SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
 BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
 
@@ -83,7 +86,7 @@ def _cgroup_dirs(name: str, memory_bytes: int, processes: int) -> list[Path]:
 
 def _kill_cgroups(dirs: list[Path]) -> None:
     for d in dirs:
-        for _ in range(50):
+        for _ in range(250):
             try:
                 pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
             except OSError:
@@ -95,22 +98,11 @@ def _kill_cgroups(dirs: list[Path]) -> None:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.01)
         try:
             d.rmdir()
         except OSError:
             pass
-
-
-class SandboxedKernelManager(KernelManager):
-    """Starts ipykernel through the sandbox launcher."""
-
-    sandbox_config = Unicode("")
-
-    def format_kernel_cmd(self, extra_arguments=None):
-        return [sys.executable, "-m", "attention_course.grading.sandbox", self.sandbox_config, "--",
-                sys.executable, "-m", "ipykernel_launcher", "-f", self.connection_file,
-                "--HistoryManager.hist_file=:memory:"]
 
 
 class Kernel:
@@ -138,14 +130,21 @@ class Kernel:
                "TMPDIR": str(self.scratch / "tmp"), "MPLCONFIGDIR": str(self.scratch / "home"),
                "IPYTHONDIR": str(self.scratch / "home" / ".ipython"), "JUPYTER_RUNTIME_DIR": str(self.scratch),
                "LANG": "C.UTF-8", "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-        self.km = SandboxedKernelManager(transport="ipc", ip=str(self.scratch / "k"),
-                                         connection_file=str(self.scratch / "kernel.json"),
-                                         sandbox_config=str(self.scratch / "sandbox-config.json"))
-        self._stderr = open(self.scratch / "kernel-stderr.txt", "wb")  # kernel noise stays out of the log
-        self.km.start_kernel(cwd=str(work), env=env, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        self.kc = self.km.client()
+        connection_file = str(self.scratch / "kernel.json")
+        write_connection_file(connection_file, transport="ipc", ip=str(self.scratch / "k"),
+                              key=uuid.uuid4().hex.encode())
+        args = ["-f", connection_file, "--HistoryManager.hist_file=:memory:"]
+        config_path, stderr_path = str(self.scratch / "sandbox-config.json"), str(self.scratch / "kernel-stderr.txt")
+        if settings["fork"]:  # a fork of this process's zygote, heavy imports done
+            self.proc = forkserver.server(settings["preload"]).launch(args, config_path, str(work), env, stderr_path)
+        else:
+            with open(stderr_path, "wb") as stderr:  # kernel noise stays out of the log
+                self.proc = Spawned([sys.executable, "-m", "attention_course.grading.sandbox", config_path, "--",
+                                     sys.executable, "-m", "ipykernel_launcher", *args], str(work), env, stderr)
+        self.kc = BlockingKernelClient(connection_file=connection_file)
+        self.kc.load_connection_file()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=settings["startup_timeout"])
+        self._wait_ready(settings["startup_timeout"])
         try:
             notes = json.loads((self.scratch / "sandbox.json").read_text())
             for note in notes:
@@ -160,6 +159,30 @@ class Kernel:
         self.conn = Connection(sock)
         if settings["preload"]:  # heavy imports, done before any student code runs
             self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Until the kernel answers on the shell channel and its IOPub messages reach us.
+
+        (jupyter_client's ``wait_for_ready`` also waits for 0.2 s of IOPub silence; this does not.)"""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.proc.alive():
+                raise RuntimeError("the kernel exited while starting")
+            msg_id = self.kc.kernel_info()
+            try:
+                self.kc.get_shell_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            until = time.monotonic() + 0.05
+            while time.monotonic() < until:
+                try:
+                    msg = self.kc.get_iopub_msg(timeout=0.01)
+                except queue.Empty:
+                    continue
+                if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
+                        and msg["content"].get("execution_state") == "idle":
+                    return
+        raise RuntimeError(f"the kernel did not start within {timeout} s")
 
     def add_files(self, files: list[tuple[Path, Path]]) -> None:
         """Copy a hand-in's files into the kernel's working folder (before any of its code runs)."""
@@ -198,10 +221,7 @@ class Kernel:
         return hits
 
     def alive(self) -> bool:
-        try:
-            return bool(self.km.is_alive())
-        except Exception:
-            return False
+        return self.proc.alive()
 
     def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True):
         """Execute code; returns (outputs, status, execution_count), status in ok, error, timeout, died."""
@@ -217,10 +237,7 @@ class Kernel:
             now = time.monotonic()
             if now > deadline and interrupted_at is None:
                 interrupted_at = now
-                try:
-                    self.km.interrupt_kernel()
-                except Exception:
-                    pass
+                self.proc.interrupt()
             if interrupted_at is not None and now > interrupted_at + self.settings["interrupt_grace"]:
                 self.kill()
                 return outputs, "timeout", count
@@ -264,10 +281,7 @@ class Kernel:
         return outputs, status, count
 
     def kill(self) -> None:
-        try:
-            self.km.shutdown_kernel(now=True)
-        except Exception:
-            pass
+        self.proc.kill()
 
     def close(self) -> None:
         try:
@@ -275,10 +289,6 @@ class Kernel:
         except Exception:
             pass
         self.kill()
-        try:
-            self.km.cleanup_resources()
-        except Exception:
-            pass
         _kill_cgroups(self.cgroups)
         try:
             self.listener.close()
@@ -290,7 +300,6 @@ class Kernel:
             os.chmod(os.path.dirname(path), 0o700)
             func(path)
 
-        self._stderr.close()
         shutil.rmtree(self.scratch, onerror=unlock)
 
 
@@ -316,6 +325,11 @@ class KernelPool:
         self._result = None
         self._thread = threading.Thread(target=start, daemon=True)
         self._thread.start()
+
+    def prime(self, settings: dict, log) -> None:
+        """Start the first kernel now (a grading process that knows it will need one)."""
+        if self._thread is None:
+            self._spawn(settings, log)
 
     def take(self, settings: dict, log) -> Kernel:
         kernel = None
@@ -386,12 +400,14 @@ class JudgedExecute(NbGraderPreprocessor):
     preload = List(Unicode(), ["numpy", "torch", "matplotlib.pyplot"],
                    help="Modules a kernel imports before it is handed a notebook.").tag(config=True)
     prestart = Bool(True, help="Start the next kernel while a notebook runs.").tag(config=True)
+    fork = Bool(True, help="Fork kernels from a process that has imported `preload` (one per grading process), "
+                "instead of starting a new Python for every kernel.").tag(config=True)
 
     def settings(self) -> dict:
         return {"memory_bytes": self.memory_limit, "processes": self.processes,
                 "max_output_bytes": self.max_output_bytes, "file_bytes": self.max_file_bytes,
                 "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace,
-                "preload": list(self.preload)}
+                "preload": list(self.preload), "fork": self.fork}
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})

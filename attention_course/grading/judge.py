@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import io
 import socket
 import sys
@@ -272,7 +273,8 @@ def _remote_error(err) -> BaseException:
     return StudentError(f"{name}: {msg}" if msg else name)
 
 
-def free_names(source: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)  # a class's notebooks share their test cells: analyse each once
+def free_names(source: str) -> tuple[str, ...]:
     """Names a cell reads but never binds itself (in order of first appearance), without built-ins."""
     tree = ast.parse(source)
     bound, read = set(), []
@@ -289,7 +291,14 @@ def free_names(source: str) -> list[str]:
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
-    return [n for n in read if n not in bound and not hasattr(builtins, n)]
+    return tuple(n for n in read if n not in bound and not hasattr(builtins, n))
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(cell_source: str):
+    """A cell as plain Python, compiled (cached: the same test cells run for every student)."""
+    code = python_source(cell_source)
+    return code, compile(code, "<test>", "exec")
 
 
 def python_source(cell_source: str) -> str:
@@ -308,7 +317,7 @@ class Judge:
 
     def run(self, source: str, fetch: bool = True) -> None:
         """Execute a cell in the judge's namespace; exceptions propagate to the caller."""
-        code = python_source(source)
+        code, program = compiled(source)
         if fetch and self.conn is not None:
             for name in free_names(code):
                 if name in self.ns:
@@ -319,7 +328,7 @@ class Judge:
                     pass  # the cell raises NameError itself when it needs the name
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            exec(compile(code, "<test>", "exec"), self.ns)
+            exec(program, self.ns)
 
 
 class _NoIPython:

@@ -374,6 +374,25 @@ import os, signal
 os.kill(-1, signal.SIGKILL)
 '''
 
+ASK_FORK_SERVER = '''
+import json, os, socket
+# Ask any fork server whose socket this kernel inherited for an unconfined kernel that drops a canary.
+line = "open('/tmp/attention-canary.txt', 'w').write('escaped')"
+request = json.dumps({"args": [f"--IPKernelApp.exec_lines=[{line!r}]"], "config": "/dev/null", "cwd": "/tmp",
+                      "env": {}, "stderr": "/dev/null"}).encode()
+for fd in map(int, os.listdir("/proc/self/fd")):
+    try:
+        s = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        continue
+    if s.type == socket.SOCK_SEQPACKET:
+        try:
+            s.send(request)
+        except OSError:
+            pass
+    s.close()
+'''
+
 FORK_BOMB = '''
 import os, time
 children = 0
@@ -459,6 +478,8 @@ ATTACKS = [
            KILL_GRADER, needs="signals"),
     Attack("kill-everything", "fault", "sends SIGKILL to every process it may (kill -1)", "unscaled-scores",
            KILL_EVERYTHING, needs="signals"),
+    Attack("ask-fork-server", "fault", "asks the grader's fork server for a kernel outside the sandbox",
+           "unscaled-scores", ASK_FORK_SERVER),
     Attack("write-outside", "fault", "overwrites and deletes the gradebook, source/ and other submissions",
            "unscaled-scores", WRITE_OUTSIDE),
     # -- malformed input ----------------------------------------------------------------------------

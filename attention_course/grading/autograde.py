@@ -1,0 +1,276 @@
+"""Grade a whole class in parallel: ``python -m attention_course.grading autograde``.
+
+Each worker process loads nbgrader and the course configuration once, starts one fork server
+(:mod:`attention_course.grading.forkserver`) with numpy, torch and matplotlib imported, and
+then autogrades one submission after another with nbgrader's own ``Autograde`` converter, the
+same pipeline ``nbgrader autograde`` runs (sanitize, judged execution, ``SaveAutoGrades``, late
+penalties). Every notebook still gets a kernel process of its own, forked with the imports done.
+
+A submission is skipped when it was graded before and nothing that decides its grade changed:
+its files, the assignment's source, the course configuration and the course package (a
+fingerprint in ``autograded/<student>/<assignment>/.autograde-fingerprint``), and the gradebook
+still holds its grades. ``--force`` grades everything again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from .course import PACKAGE_DIR, available
+
+FINGERPRINT = ".autograde-fingerprint"
+
+
+@dataclass
+class Job:
+    assignment: str
+    student: str
+    fingerprint: str
+
+
+def default_db(course: Path) -> str:
+    return f"sqlite:///{course / 'gradebook.db'}"
+
+
+def _hash_tree(digest, root: Path, skip=()) -> None:
+    if not root.exists():
+        digest.update(b"<missing>")
+        return
+    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    for path in paths:
+        rel = path.relative_to(root).as_posix() if path != root else path.name
+        if any(part in skip or part.startswith(".ipynb_checkpoints") for part in Path(rel).parts):
+            continue
+        digest.update(rel.encode() + b"\0")
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            digest.update(b"<unreadable>")
+
+
+def course_fingerprint(course: Path, assignment: str) -> str:
+    """What decides every grade of an assignment besides the hand-in: source, configuration, course package."""
+    digest = hashlib.sha256()
+    _hash_tree(digest, course / "source" / assignment)
+    _hash_tree(digest, course / "nbgrader_config.py")
+    _hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
+    return digest.hexdigest()
+
+
+def fingerprint(course: Path, assignment: str, student: str, base: str) -> str:
+    digest = hashlib.sha256(base.encode())
+    _hash_tree(digest, course / "submitted" / student / assignment)
+    return digest.hexdigest()
+
+
+def _graded(db_url: str, course_id: str, assignment: str) -> set[str]:
+    """Students with a submission of ``assignment`` in the gradebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id) as gb:
+        try:
+            return {s.student.id for s in gb.assignment_submissions(assignment)}
+        except MissingEntry:
+            return set()
+
+
+def plan(course: Path, assignments: list[str], db_url: str, course_id: str, force: bool):
+    """The submissions to grade and those skipped as unchanged."""
+    todo, skipped = [], []
+    for assignment in assignments:
+        base = course_fingerprint(course, assignment)
+        graded = set() if force else _graded(db_url, course_id, assignment)
+        for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
+            if not folder.is_dir():
+                continue
+            student = folder.parent.name
+            job = Job(assignment, student, fingerprint(course, assignment, student, base))
+            mark = course / "autograded" / student / assignment / FINGERPRINT
+            try:
+                unchanged = mark.read_text().strip() == job.fingerprint
+            except OSError:
+                unchanged = False
+            (skipped if unchanged and student in graded else todo).append(job)
+    return todo, skipped
+
+
+def prepare_gradebook(db_url: str, course_id: str, assignments: list[str], students: set[str]) -> None:
+    """Check every assignment is in the gradebook and add missing students, before workers write at once."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id) as gb:
+        for assignment in assignments:
+            try:
+                gb.find_assignment(assignment)
+            except MissingEntry:
+                raise SystemExit(f"{assignment} is not in the gradebook {db_url}: release it into this gradebook "
+                                 f"first (nbgrader generate_assignment {assignment} --db={db_url})") from None
+        known = {s.id for s in gb.students}
+        for student in sorted(students - known):
+            gb.add_student(student)
+
+
+# -- workers -----------------------------------------------------------------------------
+_API = None
+
+
+def _worker_init(course: str, db_url: str) -> None:
+    global _API
+    os.chdir(course)
+    if db_url.startswith("sqlite") and "?" not in db_url:  # workers take turns to write: wait, do not fail
+        db_url += "?timeout=300"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+
+    app = NbGrader()
+    app.initialize([])
+    app.config.CourseDirectory.root = course
+    app.config.CourseDirectory.db_url = db_url
+    app.log.setLevel("WARNING")
+    _API = NbGraderAPI(parent=app)
+    _API.log.setLevel("WARNING")
+    from .executor import POOL, JudgedExecute
+
+    executor = JudgedExecute(parent=_API)
+    if executor.prestart:  # start the fork server and the first kernel now, while other workers do the same
+        POOL.prime(executor.settings(), _API.log)
+
+
+def _worker_grade(assignment: str, student: str) -> dict:
+    start = time.monotonic()
+    result = _API.autograde(assignment, student, force=True, create=False)
+    return {"assignment": assignment, "student": student, "success": bool(result.get("success")),
+            "log": result.get("log", ""), "error": result.get("error", ""), "seconds": time.monotonic() - start}
+
+
+# -- progress ----------------------------------------------------------------------------
+class Progress:
+    """done / total, rate and ETA on one line (a terminal) or one line per submission (a log)."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+        self.start = time.monotonic()
+        self.tty = stream.isatty()
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.start
+        rate = self.done / elapsed if elapsed > 0 and self.done else 0.0
+        eta = (self.total - self.done) / rate if rate else None
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "." * (width - filled)
+        eta_text = "--:--" if eta is None else f"{int(eta) // 60:02d}:{int(eta) % 60:02d}"
+        return (f"[{bar}] {self.done}/{self.total}  {rate:.2f} submissions/s  elapsed "
+                f"{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}  ETA {eta_text}")
+
+    def note(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K")
+        self.stream.write(text.rstrip("\n") + "\n")
+        self.show()
+
+    def advance(self, label: str) -> None:
+        self.done += 1
+        if self.tty:
+            self.show()
+        else:
+            self.stream.write(f"{self.line()}  {label}\n")
+            self.stream.flush()
+
+    def show(self) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + self.line())
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _notable(log: str) -> list[str]:
+    """The log lines an instructor should see (warnings and errors), without nbgrader's own noise."""
+    keep = []
+    for line in log.splitlines():
+        if line.startswith(("[WARNING]", "[ERROR]", "[CRITICAL]")) and "SAWarning" not in line \
+                and "Removing existing assignment" not in line:  # --force replaces earlier results: no news
+            keep.append(line)
+    return keep
+
+
+def run(course: Path, assignments: list[str] | None = None, workers: int | None = None, force: bool = False,
+        db_url: str | None = None, stream=sys.stderr) -> dict:
+    """Grade every submission of ``assignments`` (default: all); returns counts and the failures."""
+    course = course.resolve()
+    assignments = assignments or available(course)
+    unknown = [a for a in assignments if not (course / "source" / a).is_dir()]
+    if unknown:
+        raise SystemExit(f"no such assignment in {course / 'source'}: {', '.join(unknown)}")
+    db_url = db_url or default_db(course)
+    os.chdir(course)
+    from nbgrader.apps.baseapp import NbGrader
+
+    app = NbGrader()
+    app.initialize([])
+    course_id = app.coursedir.course_id
+    todo, skipped = plan(course, assignments, db_url, course_id, force)
+    if skipped:
+        stream.write(f"Skipping {len(skipped)} submission(s) already graded and unchanged (--force grades them "
+                     "again).\n")
+    summary = {"graded": 0, "skipped": len(skipped), "failed": [], "seconds": 0.0, "workers": 0}
+    if not todo:
+        stream.write("Nothing to grade.\n")
+        return summary
+    prepare_gradebook(db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo})
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+    summary["workers"] = workers
+    stream.write(f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))} "
+                 f"with {workers} worker(s)\n")
+    jobs = {(j.assignment, j.student): j for j in todo}
+    progress = Progress(len(todo), stream)
+    progress.show()
+    start = time.monotonic()
+    # Worker start-up: ask for no more than the machine can start at once.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init,
+                             initargs=(str(course), db_url)) as pool:
+        futures = {pool.submit(_worker_grade, j.assignment, j.student): j for j in todo}
+        for future in as_completed(futures):
+            job = futures[future]
+            try:
+                result = future.result()
+            except BrokenProcessPool as exc:
+                result = {"assignment": job.assignment, "student": job.student, "success": False, "log": "",
+                          "error": f"the grading worker died ({exc})"}
+            except Exception as exc:
+                result = {"assignment": job.assignment, "student": job.student, "success": False, "log": "",
+                          "error": f"{type(exc).__name__}: {exc}"}
+            label = f"{job.assignment}/{job.student}"
+            for line in _notable(result["log"]):
+                progress.note(f"{label}: {line}")
+            if result["success"]:
+                summary["graded"] += 1
+                mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
+                if mark.parent.is_dir():
+                    mark.write_text(jobs[(job.assignment, job.student)].fingerprint + "\n")
+            else:
+                error = (result["error"] or "").strip().splitlines()
+                progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")
+                summary["failed"].append(label)
+            progress.advance(label)
+    progress.finish()
+    summary["seconds"] = time.monotonic() - start
+    stream.write(f"Graded {summary['graded']}, skipped {summary['skipped']} unchanged, "
+                 f"failed {len(summary['failed'])} in {summary['seconds']:.1f} s"
+                 f" ({summary['seconds'] / len(todo):.2f} s per submission)\n")
+    if summary["failed"]:
+        stream.write("Not graded (see the messages above): " + ", ".join(summary["failed"]) + "\n")
+    return summary

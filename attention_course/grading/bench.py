@@ -1,0 +1,208 @@
+"""``make bench``: how fast a class of ``01_self_attention`` is graded, against stock nbgrader.
+
+One synthetic class (``--students``, default 40: the catalogue's complete, blank, mistaken and
+alternative answers, round robin) is released and handed in once, then graded by
+1. stock ``nbgrader autograde`` with nbgrader's own pipeline (a new kernel and a fresh
+   ``import torch`` per notebook, tests in the student's kernel), one submission after another;
+2. ``nbgrader autograde`` with this course's configuration but a new Python per kernel (the
+   judged, sandboxed pipeline as it was before the fork server);
+3. ``nbgrader autograde`` with this course's configuration (kernels forked from a process that
+   has imported the libraries), still one process;
+4. the course command (``make autograde``) with ``--workers`` processes.
+It prints wall-clock seconds per submission (start-up included), the speed-up over stock, the
+floor (the notebooks' own execution time with every import done: each graded notebook run in one
+warm IPython shell, tests included), and compares per-cell grades: runs 2 to 4 must agree
+exactly; stock nbgrader may only differ where it failed a cell of a correct answer for printing a
+warning on stderr (nbgrader counts any stderr output as an error; the course does not).
+Exit status 1 when grades differ otherwise or the course command is less than ``--target``
+times faster than stock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .course import catalogue_path, cell_scores, scratch_course
+from .submissions import BLANK, COMPLETE, load_catalogue, write_class
+
+ASSIGNMENT = "01_self_attention"
+STOCK_CONFIG = '''# Stock nbgrader: its default release and autograde pipelines.
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = "attention-from-scratch"
+'''
+
+FLOOR = r"""
+import json, os, sys, time, warnings
+os.environ["MPLBACKEND"] = "Agg"
+os.environ["NBGRADER_EXECUTION"] = "autograde"
+import numpy, torch, matplotlib.pyplot
+from IPython.core.interactiveshell import InteractiveShell
+import nbformat
+warnings.simplefilter("ignore")
+shell = InteractiveShell.instance()
+notebooks = sys.argv[1:]
+start = time.perf_counter()
+for path in notebooks:
+    nb = nbformat.read(path, as_version=4)
+    shell.reset(new_session=False)
+    os.chdir(os.path.dirname(path))
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            shell.run_cell(cell.source, silent=True)
+print(json.dumps({"seconds": time.perf_counter() - start, "notebooks": len(notebooks)}))
+"""
+
+
+ROSTER_NAMES: dict[str, str] = {}
+
+
+def roster(n: int) -> dict:
+    """``n`` students cycling through the catalogue (complete, blank, every mistake and alternative)."""
+    answers = [COMPLETE, BLANK, *load_catalogue(catalogue_path(ASSIGNMENT))]
+    chosen = {f"student{i + 1:03d}": what for i, what in zip(range(n), itertools.cycle(answers))}
+    ROSTER_NAMES.update({s: getattr(w, "name", w) for s, w in chosen.items()})
+    return chosen
+
+
+def _env() -> dict:
+    bindir = os.path.dirname(sys.executable)
+    return dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def _timed(cmd: list[str], cwd: Path) -> float:
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return seconds
+
+
+def _nbgrader(*args: str) -> list[str]:
+    return [os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args, "--log-level=ERROR"]
+
+
+def _grades(course: Path) -> dict:
+    return {student: {cell: score for cell, (score, _, _) in cells.items()}
+            for student, cells in cell_scores(f"sqlite:///{course / 'gradebook.db'}", ASSIGNMENT).items()}
+
+
+def _differences(got: dict, want: dict) -> list[tuple[str, str]]:
+    """(student, grade cell) pairs whose score differs."""
+    return [(student, cell) for student in sorted(set(got) | set(want))
+            for cell in sorted(set(got.get(student, {})) | set(want.get(student, {})))
+            if got.get(student, {}).get(cell) != want.get(student, {}).get(cell)]
+
+
+def _stderr_cells(course: Path, student: str) -> set[str]:
+    """Grade cells of a graded notebook with output on stderr (stock nbgrader fails such a cell)."""
+    found = set()
+    for path in (course / "autograded" / student / ASSIGNMENT).glob("*.ipynb"):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in cell.get("outputs", [])):
+                found.add(cell["metadata"].get("nbgrader", {}).get("grade_id"))
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_course.grading bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--students", type=int, default=40, help="class size (default: 40)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="workers of the course command (default: the number of CPU cores)")
+    parser.add_argument("--target", type=float, default=4.0, help="required speed-up over stock (default: 4)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
+    args = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="attention-bench-"))
+    try:
+        return _bench(scratch, args)
+    finally:
+        if args.keep:
+            print(f"Scratch courses kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _bench(scratch: Path, args) -> int:
+    n = args.students
+    print(f"Benchmark: {n} submissions of {ASSIGNMENT} on {os.cpu_count()} CPU core(s)")
+    course = scratch_course(scratch / "ours", [ASSIGNMENT])
+    _timed(_nbgrader("generate_assignment", ASSIGNMENT, "--force"), course)
+    write_class(course, ASSIGNMENT, roster(n))
+    stock = scratch / "stock" / "course"
+    shutil.copytree(course, stock)
+    (stock / "nbgrader_config.py").write_text(STOCK_CONFIG)
+
+    runs = [
+        ("stock nbgrader autograde, sequential", stock, _nbgrader("autograde", ASSIGNMENT, "--force")),
+        ("nbgrader autograde, course config, a new Python per kernel", course,
+         _nbgrader("autograde", ASSIGNMENT, "--force", "--JudgedExecute.fork=False")),
+        ("nbgrader autograde, course config (fork server)", course, _nbgrader("autograde", ASSIGNMENT, "--force")),
+        (f"course command (make autograde), {args.workers} workers", course,
+         [sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde", ASSIGNMENT,
+          "--force", "--workers", str(args.workers)]),
+    ]
+    rows, grades = [], []
+    for i, (name, folder, cmd) in enumerate(runs, 1):
+        print(f"  {i}. {name} ...", flush=True)
+        rows.append((name, _timed(cmd, folder)))
+        grades.append(_grades(folder))
+    t_stock, t_par = rows[0][1], rows[-1][1]
+
+    print("  5. floor: the graded notebooks run in one warm IPython shell ...", flush=True)
+    notebooks = sorted(str(p) for p in (course / "autograded").glob(f"*/{ASSIGNMENT}/*.ipynb"))
+    proc = subprocess.run([sys.executable, "-c", FLOOR, *notebooks], env=_env(), capture_output=True, text=True,
+                          cwd=scratch)
+    if proc.returncode != 0:
+        raise SystemExit(f"floor measurement failed:\n{proc.stderr[-3000:]}")
+    floor = json.loads(proc.stdout.strip().splitlines()[-1])["seconds"] / n
+    cores = min(args.workers, os.cpu_count() or 1)
+
+    print()
+    width = max(len(name) for name, _ in rows)
+    print(f"{'':{width}}  {'total s':>8}  {'s/submission':>12}  {'vs stock':>8}")
+    for name, seconds in rows:
+        print(f"{name:{width}}  {seconds:8.1f}  {seconds / n:12.3f}  {t_stock / seconds:7.1f}x")
+    print(f"{'floor: execution only, imports done':{width}}  {floor * n:8.1f}  {floor:12.3f}  "
+          f"{t_stock / n / floor:7.1f}x")
+    print()
+    ratio = t_stock / t_par
+    print(f"Course command: {ratio:.1f}x faster than stock nbgrader (target {args.target:g}x), "
+          f"{rows[1][1] / t_par:.1f}x faster than the course's pipeline with a new Python per kernel; "
+          f"{t_par / n / floor:.1f}x the one-core floor, {t_par / n / (floor / cores):.1f}x the floor spread "
+          f"over {cores} core(s) ({floor / cores:.3f} s/submission).")
+    ours = grades[1]
+    same = all(g == ours for g in grades[2:])
+    print("Per-cell grades of the three course runs identical: " + ("yes" if same else "NO"))
+    for i, g in enumerate(grades[2:], 3):
+        for student, cell in _differences(g, ours)[:20]:
+            print(f"  run {i}: {student} ({ROSTER_NAMES.get(student)}) {cell}: {g.get(student, {}).get(cell)} "
+                  f"(run 2: {ours.get(student, {}).get(cell)})")
+    unexplained = []
+    stock_diffs = _differences(grades[0], ours)
+    for student, cell in stock_diffs:
+        stock_score, our_score = grades[0].get(student, {}).get(cell), ours.get(student, {}).get(cell)
+        if not (stock_score is not None and our_score is not None and stock_score < our_score
+                and cell in _stderr_cells(stock, student)):
+            unexplained.append((student, cell))
+    print(f"Per-cell grades identical to stock nbgrader: {'yes' if not stock_diffs else 'all but these'}")
+    for student, cell in stock_diffs:
+        why = ("unexplained" if (student, cell) in unexplained else
+               "stock nbgrader fails a cell that printed a warning on stderr")
+        print(f"  {student} ({ROSTER_NAMES.get(student)}) {cell}: stock {grades[0].get(student, {}).get(cell)}, "
+              f"course {ours.get(student, {}).get(cell)}: {why}")
+    identical = same and not unexplained
+    return 0 if identical and ratio >= args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

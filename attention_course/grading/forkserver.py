@@ -1,0 +1,282 @@
+"""Kernels forked from a process that has already imported the heavy libraries.
+
+Importing torch, numpy, matplotlib and ipykernel takes seconds of CPU; a grader that starts a
+fresh Python for every notebook pays them every time. Instead, each grading process starts
+one *fork server* (a zygote) that imports them once and then waits. A kernel is a fresh fork
+of it: a new process of its own, with nothing in it but the imported libraries, that confines
+itself with :mod:`attention_course.grading.sandbox` and then becomes an IPython kernel.
+
+The zygote runs no student code and holds no grading data. Its only channel is a socket pair
+inherited from the grader (no path on disk that a kernel could connect to), which every
+kernel closes before it confines itself. The zygote ends with the grader (EOF on that channel);
+every kernel dies with the zygote (a parent-death signal).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+_PR_SET_PDEATHSIG = 1
+_MAX_REQUEST = 1 << 20
+
+
+class _KernelProcess:
+    pid: int
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def interrupt(self) -> None:
+        """SIGINT to the kernel's process group (it leads a session of its own)."""
+        if self.alive():
+            try:
+                os.killpg(self.pid, signal.SIGINT)
+            except OSError:
+                pass
+
+
+class Forked(_KernelProcess):
+    """A kernel process forked by the zygote (not our child): watched and signalled through a pidfd."""
+
+    def __init__(self, pid: int, pidfd: int):
+        self.pid, self.pidfd = pid, pidfd
+
+    def alive(self) -> bool:
+        if self.pidfd < 0:
+            return False
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return not readable
+
+    def kill(self) -> None:
+        if self.alive():
+            for send in (lambda: signal.pidfd_send_signal(self.pidfd, signal.SIGKILL),
+                         lambda: os.killpg(self.pid, signal.SIGKILL)):
+                try:
+                    send()
+                except OSError:
+                    pass
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+class Spawned(_KernelProcess):
+    """A kernel started as a new program (when no fork server is used)."""
+
+    def __init__(self, cmd: list[str], cwd: str, env: dict, stderr):
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=stderr, start_new_session=True)
+        self.pid = self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            for send in (lambda: os.killpg(self.pid, signal.SIGKILL), self.proc.kill):
+                try:
+                    send()
+                except OSError:
+                    pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class ForkServer:
+    """The grader's handle on its zygote; thread-safe, started on first use, restarted if it died."""
+
+    def __init__(self, preload: list[str]):
+        self.preload = list(preload)
+        self.lock = threading.Lock()
+        self.proc = None
+        self.sock = None
+        self.home = None
+
+    def _start(self) -> None:
+        self.close()
+        self.home = tempfile.mkdtemp(prefix="attention-zygote-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.home,
+               "MPLCONFIGDIR": self.home, "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        code = "import attention_course.grading.forkserver as f; f.zygote(%d, %r)" % (theirs.fileno(), self.preload)
+        with open(os.path.join(self.home, "stderr.txt"), "wb") as log:  # its noise stays out of the grader's log
+            self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=self.home, env=env,
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=log, start_new_session=True)
+        theirs.close()
+        self.sock = ours
+
+    def launch(self, cmd_args: list[str], config_path: str, cwd: str, env: dict, stderr_path: str) -> Forked:
+        """Fork a kernel: it joins its sandbox (``config_path``), then runs ipykernel with ``cmd_args``."""
+        request = json.dumps({"args": cmd_args, "config": config_path, "cwd": cwd, "env": env,
+                              "stderr": stderr_path}).encode()
+        with self.lock:
+            why = "no reply"
+            for _ in range(2):  # a zygote that died is started again, once
+                if self.proc is None or self.proc.poll() is not None:
+                    self._start()
+                try:
+                    self.sock.sendall(request)
+                    data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
+                except OSError:
+                    data, fds = b"", []
+                if data:
+                    break
+                why = self._stderr_tail() or why
+                self.close()
+            reply = json.loads(data or b"{}")
+            if "pid" not in reply or not fds:
+                raise RuntimeError(f"the fork server could not start a kernel: {reply.get('error') or why}")
+            return Forked(reply["pid"], fds[0])
+
+    def _stderr_tail(self) -> str:
+        try:
+            with open(os.path.join(self.home, "stderr.txt"), encoding="utf-8", errors="replace") as f:
+                return f.read()[-2000:].strip()
+        except (OSError, TypeError):
+            return ""
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
+
+
+_SERVERS: dict[tuple, ForkServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def server(preload: list[str]) -> ForkServer:
+    """This process's fork server for a preload list (one zygote per grading process)."""
+    key = tuple(preload)
+    with _SERVERS_LOCK:
+        if key not in _SERVERS:
+            _SERVERS[key] = ForkServer(preload)
+            atexit.register(_SERVERS[key].close)
+        return _SERVERS[key]
+
+
+# -- the zygote --------------------------------------------------------------------------
+def zygote(fd: int, preload: list[str]) -> None:
+    """Import ``preload`` (and ipykernel), then fork one kernel per request until the grader goes away."""
+    # No parent-death signal here: it would fire when the grader *thread* that started the zygote
+    # ends. The zygote ends on EOF instead, which comes however the grader ends.
+    libc = ctypes.CDLL(None, use_errno=True)
+    sock = socket.socket(fileno=fd)
+    import importlib
+
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the kernel imports it again and reports what is wrong
+            pass
+    # What a kernel imports while it starts (ipykernel, its shell, debugger and history), imported here once.
+    for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger",
+                 "IPython.core.history", "pdb", "faulthandler"):
+        importlib.import_module(name)
+
+    import attention_course.grading.agent  # noqa: F401
+    import attention_course.grading.sandbox  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            data = sock.recv(_MAX_REQUEST)
+        except OSError:
+            data = b""
+        if not data:
+            os._exit(0)
+        try:
+            request = json.loads(data)
+            pid = os.fork()
+        except Exception as exc:
+            sock.send(json.dumps({"error": repr(exc)}).encode())
+            continue
+        if pid == 0:
+            _child(sock, request, libc)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            sock.send(json.dumps({"error": f"the kernel exited at once ({exc})"}).encode())
+            continue
+        socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
+        os.close(pidfd)
+
+
+def _child(sock: socket.socket, request: dict, libc) -> None:
+    """In a fresh fork: leave the zygote's state behind, confine, become the kernel. Never returns."""
+    status = 1
+    try:
+        sock.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.setsid()
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        os.dup2(err, 2)
+        os.close(devnull)
+        os.close(err)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        tempfile.tempdir = None
+        if "matplotlib" in sys.modules:  # the backend a new kernel would pick (inline), not the zygote's Agg
+            sys.modules["matplotlib"].rcParams["backend"] = (request["env"].get("MPLBACKEND")
+                                                             or "module://matplotlib_inline.backend_inline")
+        import random
+
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        from . import sandbox
+
+        with open(request["config"], encoding="utf-8") as f:
+            config = json.load(f)
+        notes = sandbox.apply(config)
+        if config.get("report"):
+            with open(config["report"], "w", encoding="utf-8") as f:
+                json.dump(notes, f)
+        sys.argv = ["ipykernel_launcher", *request["args"]]
+        from ipykernel.kernelapp import IPKernelApp
+
+        IPKernelApp.launch_instance(argv=request["args"])
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(status)

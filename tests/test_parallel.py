@@ -1,0 +1,101 @@
+"""The course's parallel autograde command (``make autograde``), against stock ``nbgrader autograde``.
+
+One scratch course holds all five assignments and the demo class (8 students each, 40 hand-ins).
+Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
+course command grades it again with several workers, and every student's per-cell scores must be
+the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
+real PostgreSQL server on loopback takes the gradebook, with several workers writing at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from attention_course.grading.course import available, catalogue_path, score_table
+from attention_course.grading.submissions import demo_roster, load_catalogue, write_class
+
+from harness import course_autograde, nbgrader, new_course, read_scores, release
+from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
+
+ASSIGNMENTS = available()
+
+
+def all_scores(course, db_url=None) -> dict:
+    return {a: read_scores(course, a, db_url) for a in ASSIGNMENTS}
+
+
+def differences(got: dict, want: dict) -> list[str]:
+    out = []
+    for a in want:
+        for student in sorted(set(want[a]) | set(got.get(a, {}))):
+            if got.get(a, {}).get(student) != want[a].get(student):
+                out.append(f"{a}/{student}: {got.get(a, {}).get(student)} != stock {want[a].get(student)}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo class of every assignment, graded by stock ``nbgrader autograde`` (sequential)."""
+    course = new_course(tmp_path_factory.mktemp("parallel"), ASSIGNMENTS)
+    release(course, ASSIGNMENTS)
+    for a in ASSIGNMENTS:
+        write_class(course, a, demo_roster(load_catalogue(catalogue_path(a))))
+    shutil.copytree(course / "submitted", course.parent / "submitted-as-handed-in")
+    for a in ASSIGNMENTS:
+        nbgrader(course, "autograde", a, "--force")
+    stock = all_scores(course)
+    assert sum(len(s) for s in stock.values()) == 40
+    return course, stock
+
+
+def test_course_command_writes_the_same_grades_and_skips_unchanged_work(demo):
+    course, stock = demo
+    first = course_autograde(course, "--workers", "3")  # no fingerprints yet: everything is graded
+    assert "Grading 40 submission(s)" in first.stderr and "with 3 worker(s)" in first.stderr, first.stderr[-3000:]
+    assert "40/40" in first.stderr and "ETA" in first.stderr and "submissions/s" in first.stderr
+    assert not differences(all_scores(course), stock), "\n".join(differences(all_scores(course), stock))
+
+    again = course_autograde(course)
+    assert "Skipping 40 submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
+
+    # A student hands in again (here: the complete answer); only that hand-in is graded again.
+    a = ASSIGNMENTS[0]
+    for nb in (course / "submitted" / "demo-complete" / a).glob("*.ipynb"):
+        shutil.copy(nb, course / "submitted" / "ada" / a / nb.name)
+    third = course_autograde(course, "--workers", "2")
+    assert "Skipping 39 submission(s)" in third.stderr and "Grading 1 submission(s)" in third.stderr, \
+        third.stderr[-3000:]
+    after = all_scores(course)
+    assert after[a]["ada"] == stock[a]["demo-complete"], "the new hand-in was not graded as handed in"
+    assert {s: v for s, v in after[a].items() if s != "ada"} == {s: v for s, v in stock[a].items() if s != "ada"}
+
+
+def test_postgresql_gradebook_with_several_workers(demo, tmp_path):
+    bindir = server_bin()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail(HOW_TO_ENABLE)
+        pytest.skip(HOW_TO_ENABLE)
+    course, stock = demo
+    pg_course = tmp_path / "course"
+    shutil.copytree(course, pg_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
+                                                                     "submitted"))
+    shutil.copytree(course.parent / "submitted-as-handed-in", pg_course / "submitted")
+    server = PostgresServer(bindir).start()
+    try:
+        url = server.create_database("gradebook")
+        release(pg_course, ASSIGNMENTS, url)
+        run = course_autograde(pg_course, "--workers", "3", "--db", url)
+        assert "Graded 40" in run.stderr, run.stderr[-3000:]
+        assert not differences(all_scores(pg_course, url), stock), "\n".join(differences(all_scores(pg_course, url),
+                                                                                     stock))
+        assert not (pg_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
+        header, rows = score_table(url, ASSIGNMENTS, pg_course)
+        assert len(rows) == 8 and header[0] == "student"
+        again = course_autograde(pg_course, "--db", url)
+        assert "Nothing to grade" in again.stderr, again.stderr[-3000:]
+    finally:
+        server.stop()
