@@ -11,7 +11,7 @@ alternative answers, round robin) is released and handed in once, then graded by
 4. the course command (``make autograde``) with ``--workers`` processes.
 It prints wall-clock seconds per submission (start-up included), the speed-up over stock, the
 floor (the notebooks' own execution time with every import done: each graded notebook run in one
-warm IPython shell, tests included), and compares per-cell grades: runs 2 to 4 must agree
+warm IPython shell, tests included, figures rendered to PNG as a kernel does), and compares per-cell grades: runs 2 to 4 must agree
 exactly; stock nbgrader may only differ where it failed a cell of a correct answer for printing a
 warning on stderr (nbgrader counts any stderr output as an error; the course does not).
 Exit status 1 when grades differ otherwise or the course command is less than ``--target``
@@ -41,7 +41,7 @@ c.CourseDirectory.course_id = "attention-from-scratch"
 '''
 
 FLOOR = r"""
-import json, os, sys, time, warnings
+import io, json, os, sys, time, warnings
 os.environ["MPLBACKEND"] = "Agg"
 os.environ["NBGRADER_EXECUTION"] = "autograde"
 import numpy, torch, matplotlib.pyplot
@@ -58,6 +58,9 @@ for path in notebooks:
     for cell in nb.cells:
         if cell.cell_type == "code":
             shell.run_cell(cell.source, silent=True)
+            for num in matplotlib.pyplot.get_fignums():  # what a kernel's inline backend does after a cell
+                matplotlib.pyplot.figure(num).savefig(io.BytesIO(), format="png", bbox_inches="tight")
+            matplotlib.pyplot.close("all")
 print(json.dumps({"seconds": time.perf_counter() - start, "notebooks": len(notebooks)}))
 """
 
