@@ -30,7 +30,7 @@ release: $(STAMP) ## Generate the student version of every assignment into relea
 solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s each)
 	@for a in $(ASSIGNMENTS); do nbgrader generate_solution "$$a" --force --log-level=WARN || exit 1; done
 
-demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~6 min)
+demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~3 min)
 	$(BIN)/python -m attention_course.grading demo
 	@$(MAKE) --no-print-directory autograde feedback grades
 
@@ -50,10 +50,10 @@ grades: $(STAMP) ## Print the per-student, per-assignment grade table and save g
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
 	$(BIN)/python -m attention_course.grading report --out report
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile submissions (~20 min on 2 cores)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, PostgreSQL (~17 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~6 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~7 min)
 	$(BIN)/python -m attention_course.grading bench
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
