@@ -53,7 +53,7 @@ report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, PostgreSQL (~17 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~7 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~6 min)
 	$(BIN)/python -m attention_course.grading bench
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)

@@ -1,7 +1,8 @@
 """Grading that cannot be gamed, leaks nothing, and survives any submission.
 
-One real autograde run of 01_self_attention (the course's parallel command) grades the demo class together with every hostile
-submission of tests/catalogue/adversarial.py (a wrong answer plus an attack each). Then:
+One real autograde run of 01_self_attention (the course's parallel command) grades the demo class
+together with every hostile submission of tests/catalogue/adversarial.py (a wrong answer plus an
+attack each). Then:
 - every attack scores, cell by cell, no more than its wrong answer without the attack (the
   catalogue run of test_grading grades those), and exactly as much where it should;
 - the demo class's grade table is the same as without the hostile students;
