@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_course.grading.course import ROOT, catalogue_path, cell_scores, scratch_course
+from attention_course.grading.course import ROOT, catalogue_path, cell_scores, gradebook_url, scratch_course
 from attention_course.grading.nbgrader_ext import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
@@ -122,7 +122,7 @@ def feedback_text(course: Path, student: str, assignment: str) -> str:
 
 
 def read_scores(course: Path, assignment: str, db_url: str | None = None) -> dict:
-    return cell_scores(db_url or f"sqlite:///{course / 'gradebook.db'}", assignment)
+    return cell_scores(db_url or gradebook_url(course), assignment)
 
 
 def grade_class(tmp: Path, assignment: str) -> GradedClass:

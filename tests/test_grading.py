@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from attention_course.grading.course import catalogue_path
+from attention_course.grading.course import catalogue_path, gradebook_url
 from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER
 from attention_course.grading.submissions import load_catalogue, read_notebook
 
@@ -143,7 +143,7 @@ def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
     from attention_course.grading.report import collect, write_report
 
     g = graded(assignment)
-    db = f"sqlite:///{g.course / 'gradebook.db'}"
+    db = gradebook_url(g.course)
     page = write_report(db, [assignment], tmp_path)
     assert (tmp_path / f"{assignment}_scores.png").stat().st_size > 1000
     assert (tmp_path / f"{assignment}_checks.png").stat().st_size > 1000

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading.course import catalogue_path, format_table, score_table
+from attention_course.grading.course import catalogue_path, format_table, gradebook_url, score_table
 from attention_course.grading.sandbox import landlock_abi
 from attention_course.grading.submissions import (
     BLANK, COMPLETE, demo_roster, load_catalogue, read_notebook, write_class,
@@ -102,7 +102,7 @@ def test_demo_table_is_the_same_with_hostile_students(hostile, graded):
     for student, what in hostile["demo"].items():
         alone = catalogue["complete" if what == COMPLETE else "blank" if what == BLANK else what.name]
         assert hostile["scores"][student] == alone, f"{student}'s grades changed next to hostile students"
-    header, rows = score_table(f"sqlite:///{hostile['course'] / 'gradebook.db'}", [A], hostile["course"])
+    header, rows = score_table(gradebook_url(hostile['course']), [A], hostile["course"])
     table = {r[0]: r for r in rows}
     assert all(not table[s][-1] for s in hostile["demo"]), format_table(header, rows)
 
@@ -144,7 +144,7 @@ def test_faults_are_contained(hostile):
 
 
 def test_malformed_hand_ins_are_reported_in_the_grade_table(hostile):
-    header, rows = score_table(f"sqlite:///{hostile['course'] / 'gradebook.db'}", [A], hostile["course"])
+    header, rows = score_table(gradebook_url(hostile['course']), [A], hostile["course"])
     problems = {r[0]: r[-1] for r in rows}
     assert "not valid JSON" in problems["corrupt-json"]
     assert "missing" in problems["renamed-notebook"] and "self_attention (1).ipynb" in problems["renamed-notebook"]

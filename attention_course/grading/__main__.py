@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import ROOT, available, catalogue_path, format_table, score_table, write_csv
+from .course import ROOT, available, catalogue_path, format_table, gradebook_url, score_table, write_csv
 from .submissions import demo_roster, load_catalogue, write_class
 
 
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         summary = run(course, args.assignments, args.workers, args.force, args.db)
         return 1 if summary["failed"] else 0
 
-    db = args.db or f"sqlite:///{course / 'gradebook.db'}"
+    db = args.db or gradebook_url(course)
     if args.command == "report":
         from .report import write_report
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from .course import PACKAGE_DIR, available
+from .course import PACKAGE_DIR, available, gradebook_url
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -34,10 +34,6 @@ class Job:
     assignment: str
     student: str
     fingerprint: str
-
-
-def default_db(course: Path) -> str:
-    return f"sqlite:///{course / 'gradebook.db'}"
 
 
 def _hash_tree(digest, root: Path, skip=()) -> None:
@@ -215,7 +211,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     unknown = [a for a in assignments if not (course / "source" / a).is_dir()]
     if unknown:
         raise SystemExit(f"no such assignment in {course / 'source'}: {', '.join(unknown)}")
-    db_url = db_url or default_db(course)
+    db_url = db_url or gradebook_url(course)
     os.chdir(course)
     from nbgrader.apps.baseapp import NbGrader
 
@@ -235,11 +231,9 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     summary["workers"] = workers
     stream.write(f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))} "
                  f"with {workers} worker(s)\n")
-    jobs = {(j.assignment, j.student): j for j in todo}
     progress = Progress(len(todo), stream)
     progress.show()
     start = time.monotonic()
-    # Worker start-up: ask for no more than the machine can start at once.
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init,
                              initargs=(str(course), db_url)) as pool:
         futures = {pool.submit(_worker_grade, j.assignment, j.student): j for j in todo}
@@ -247,12 +241,10 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
             job = futures[future]
             try:
                 result = future.result()
-            except BrokenProcessPool as exc:
-                result = {"assignment": job.assignment, "student": job.student, "success": False, "log": "",
-                          "error": f"the grading worker died ({exc})"}
             except Exception as exc:
-                result = {"assignment": job.assignment, "student": job.student, "success": False, "log": "",
-                          "error": f"{type(exc).__name__}: {exc}"}
+                why = f"the grading worker died ({exc})" if isinstance(exc, BrokenProcessPool) else \
+                    f"{type(exc).__name__}: {exc}"
+                result = {"success": False, "log": "", "error": why}
             label = f"{job.assignment}/{job.student}"
             for line in _notable(result["log"]):
                 progress.note(f"{label}: {line}")
@@ -260,7 +252,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
                 summary["graded"] += 1
                 mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
                 if mark.parent.is_dir():
-                    mark.write_text(jobs[(job.assignment, job.student)].fingerprint + "\n")
+                    mark.write_text(job.fingerprint + "\n")
             else:
                 error = (result["error"] or "").strip().splitlines()
                 progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")

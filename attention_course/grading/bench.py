@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .course import catalogue_path, cell_scores, scratch_course
+from .course import catalogue_path, cell_scores, gradebook_url, scratch_course
 from .submissions import BLANK, COMPLETE, load_catalogue, write_class
 
 ASSIGNMENT = "01_self_attention"
@@ -99,7 +99,7 @@ def _nbgrader(*args: str) -> list[str]:
 
 def _grades(course: Path) -> dict:
     return {student: {cell: score for cell, (score, _, _) in cells.items()}
-            for student, cells in cell_scores(f"sqlite:///{course / 'gradebook.db'}", ASSIGNMENT).items()}
+            for student, cells in cell_scores(gradebook_url(course), ASSIGNMENT).items()}
 
 
 def _differences(got: dict, want: dict) -> list[tuple[str, str]]:

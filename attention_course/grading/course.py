@@ -24,6 +24,11 @@ def available(course: Path = ROOT) -> list[str]:
     return [a for a in ASSIGNMENTS if (course / "source" / a).is_dir()]
 
 
+def gradebook_url(course: Path = ROOT) -> str:
+    """The course's default gradebook: ``gradebook.db`` (SQLite) in the course folder."""
+    return f"sqlite:///{course / 'gradebook.db'}"
+
+
 def scratch_course(folder: Path, assignments: list[str], config: str | None = None) -> Path:
     """A new course in ``folder/course`` with this course's configuration (or ``config``) and the given sources."""
     course = folder / "course"

@@ -255,14 +255,9 @@ def _child(sock: socket.socket, request: dict, libc) -> None:
         random.seed()
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
-        from . import sandbox
+        from .sandbox import confine
 
-        with open(request["config"], encoding="utf-8") as f:
-            config = json.load(f)
-        notes = sandbox.apply(config)
-        if config.get("report"):
-            with open(config["report"], "w", encoding="utf-8") as f:
-                json.dump(notes, f)
+        confine(request["config"])
         sys.argv = ["ipykernel_launcher", *request["args"]]
         from ipykernel.kernelapp import IPKernelApp
 

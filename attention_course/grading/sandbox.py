@@ -157,10 +157,9 @@ def apply(config: dict) -> list[str]:
     return notes
 
 
-def main(argv: list[str]) -> None:
-    if "--" not in argv or len(argv) < 3:
-        sys.exit("usage: python -m attention_course.grading.sandbox CONFIG -- CMD...")
-    with open(argv[0], encoding="utf-8") as f:
+def confine(config_path: str) -> None:
+    """Confine this process as the JSON file ``config_path`` says; write what could not be done to its report."""
+    with open(config_path, encoding="utf-8") as f:
         config = json.load(f)
     notes = apply(config)
     report = config.get("report")
@@ -170,6 +169,12 @@ def main(argv: list[str]) -> None:
                 json.dump(notes, f)
         except OSError:
             pass
+
+
+def main(argv: list[str]) -> None:
+    if "--" not in argv or len(argv) < 3:
+        sys.exit("usage: python -m attention_course.grading.sandbox CONFIG -- CMD...")
+    confine(argv[0])
     cmd = argv[argv.index("--") + 1:]
     os.execvp(cmd[0], cmd)
 
