@@ -64,6 +64,61 @@ def test_free_names_skip_what_a_cell_binds():
     assert free_names(src) == ("y", "student")
 
 
+def test_oversized_json_is_rejected_before_it_is_read():
+    import socket
+    import struct
+
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(struct.pack("!II", wire.MAX_JSON_BYTES + 1, 0) + b"{")  # the rest never comes
+        ours.settimeout(5)
+        with pytest.raises(wire.WireError, match="too large"):
+            wire.recv(ours)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_arguments_cross_as_copies_and_in_place_changes_are_still_seen():
+    """The kernel's changes to an argument never reach the judge's object; check_unchanged still sees them."""
+    from attention_course import check_unchanged
+    from attention_course.grading.judge import record_change
+
+    X = np.arange(6.0).reshape(2, 3)
+    before = X.copy()
+    check_unchanged(before, X, "X")
+    record_change(X, X * 0)  # what a call that zeroed its input in place sends back
+    assert np.array_equal(X, before), "the judge's own array must not change"
+    with pytest.raises(AssertionError, match="modified in place"):
+        check_unchanged(before, X, "X")
+    t = torch.ones(3)
+    record_change(t, torch.ones(3))  # unchanged: nothing is noted
+    check_unchanged(torch.ones(3), t, "t")
+
+
+def test_judge_process_caps_its_own_work():
+    """The judge process runs cells in a namespace that persists; its own work is capped in memory
+    and time, and a cell that exceeds either fails with a message while the process goes on."""
+    from attention_course.grading import forkserver
+    from attention_course.grading.judgeproc import JudgeProcess
+
+    judge = JudgeProcess(forkserver.server(["numpy"]), 2 * 2**30, os.getcwd())
+    try:
+        assert judge.request({"op": "locked", "source": "import numpy as np\nx_ = np.ones(3)", "timeout": 10},
+                             20)["status"] == "ok"
+        ok = judge.request({"op": "test", "source": "assert x_.sum() == 3", "timeout": 10}, 20)
+        assert ok["status"] == "ok", ok
+        big = judge.request({"op": "test", "source": "np.ones((30000, 30000))", "timeout": 10}, 20)
+        assert big["status"] == "limit" and big["ename"] == "ResourceLimitError", big
+        slow = judge.request({"op": "test", "source": "while True:\n    pass", "timeout": 2}, 10)
+        assert slow["status"] == "limit" and "took longer than 2 s" in slow["evalue"], slow
+        wrong = judge.request({"op": "test", "source": "assert x_.sum() == 4, 'no'", "timeout": 10}, 20)
+        assert (wrong["status"], wrong["ename"], wrong["evalue"]) == ("error", "AssertionError", "no")
+    finally:
+        judge.close()
+    assert not judge.alive()
+
+
 def test_gradients_locally():
     x = torch.tensor([1.0, 2.0], requires_grad=True)
     out, (gx,) = gradients(lambda t: (t ** 2, t.sum()), (x,), (torch.ones(2), torch.tensor(3.0)))

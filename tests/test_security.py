@@ -1,13 +1,15 @@
 """Grading that cannot be gamed, leaks nothing, and survives any submission.
 
-One real autograde run of 01_self_attention (the course's parallel command) grades the demo class
-together with every hostile submission of tests/catalogue/adversarial.py (a wrong answer plus an
-attack each). Then:
+One real autograde run per attacked assignment (the course's parallel command) grades the demo
+class together with that assignment's hostile submissions of tests/catalogue/adversarial.py (a
+wrong answer plus an attack each), and, on 01, hand-in folders named like glob patterns. Then:
 - every attack scores, cell by cell, no more than its wrong answer without the attack (the
   catalogue run of test_grading grades those), and exactly as much where it should;
 - the demo class's grade table is the same as without the hostile students;
 - ``source/`` and the other students' hand-ins are unchanged, no process is left behind;
-- neither feedback nor anything the attacks printed shows hidden tests.
+- neither feedback nor anything the attacks printed shows hidden tests;
+- attacks on time and memory finish within the configured limits, and no grading process
+  (workers, judges; kernels have caps of their own) grows past a stated bound.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,15 @@ from test_grading import auto_cells, hidden_lines  # noqa: E402
 
 A = adversarial.ASSIGNMENT
 ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)]
+ATTACKED = sorted({a.assignment for a in ATTACKS})
+#: Short limits keep the faults quick; the judge gets a smaller memory cap than by default.
+CELL_S, NOTEBOOK_S, JUDGE_BYTES = 8, 60, 2 * 2**30
+LIMITS = (f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.interrupt_grace = 2\n"
+          f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n")
+#: The most resident memory any grading process (a worker, its judge processes, the fork server) may reach.
+GRADER_RSS_BOUND = JUDGE_BYTES + 2**29
+#: How long one hand-in may take beyond its notebook limit (kernel start, the judge's locked cells, recording).
+MARGIN_S = 30
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -55,37 +67,87 @@ def judge_processes() -> set[int]:
     return found
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    course = new_course(tmp_path_factory.mktemp("hostile"), [A])
-    with open(course / "nbgrader_config.py", "a") as f:  # shorter limits keep the faults quick
-        f.write("\nc.JudgedExecute.timeout = 8\nc.JudgedExecute.interrupt_grace = 2\n")
-    nbgrader(course, "generate_assignment", A, "--force")
-    demo = demo_roster(load_catalogue(catalogue_path(A)))
-    write_class(course, A, demo)
+class PeakMemory(threading.Thread):
+    """Samples the resident memory of every process outside a kernel sandbox while grading runs."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak, self.who, self.stop = 0, "", threading.Event()
+
+    def run(self):
+        mine = os.getpid()
+        while not self.stop.wait(0.1):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if int(pid) == mine or "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                        continue  # pytest itself, and kernels (capped by their own sandbox)
+                    status = open(f"/proc/{pid}/status").read()
+                    rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
+                except (OSError, AttributeError, ValueError):
+                    continue
+                if rss > self.peak:
+                    self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+
+
+def grade_hostile(course: Path, assignment: str, attacks: list, extra: dict) -> dict:
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write(LIMITS)
+    nbgrader(course, "generate_assignment", assignment, "--force")
+    demo = demo_roster(load_catalogue(catalogue_path(assignment)))
+    write_class(course, assignment, demo)
     before = {s: tree_digest(course / "submitted" / s) for s in demo}
     source_before = tree_digest(course / "source")
-    write_class(course, A, {a.name: a.submission() for a in ATTACKS})
-    log = course_autograde(course, A, "--force", check=False).stderr
-    nbgrader(course, "generate_feedback", A, "--force", check=False)
+    write_class(course, assignment, {a.name: a.submission() for a in attacks})
+    write_class(course, assignment, extra)
+    memory = PeakMemory()
+    memory.start()
+    log = course_autograde(course, assignment, "--force", check=False).stderr
+    memory.stop.set()
+    memory.join()
+    nbgrader(course, "generate_feedback", assignment, "--force", check=False)
+    seconds = {m.group(1): float(m.group(2)) for m in re.finditer(rf"{assignment}/(\S+) \(([\d.]+) s\)", log)}
     return {"course": course, "demo": demo, "before": before, "source_before": source_before, "log": log,
-            "scores": read_scores(course, A)}
+            "scores": read_scores(course, assignment), "seconds": seconds, "peak": (memory.peak, memory.who),
+            "assignment": assignment}
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory):
+    """Each attacked assignment graded once, its demo class beside its attacks: ``hostile(assignment)``."""
+    cache = {}
+
+    def get(assignment):
+        if assignment not in cache:
+            attacks = [a for a in ATTACKS if a.assignment == assignment]
+            globs = {gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS} if assignment == A else {}
+            course = new_course(tmp_path_factory.mktemp(f"hostile-{assignment}"), [assignment])
+            cache[assignment] = grade_hostile(course, assignment, attacks, globs)
+        return cache[assignment]
+
+    return get
 
 
 def test_catalogue_covers_every_class():
     kinds = {a.kind for a in adversarial.ATTACKS}
     assert kinds == {"helpers", "cells", "detect", "read", "fault", "malformed"}
     assert len(adversarial.ATTACKS) >= 20
-    assert all(a.base in adversarial.BASE and adversarial.BASE[a.base].is_mistake for a in adversarial.ATTACKS), \
-        "every attack is built on a wrong answer"
+    assert all(a.base in adversarial.BASES[a.assignment] and a.base_submission.is_mistake
+               for a in adversarial.ATTACKS), "every attack is built on a wrong answer of its assignment"
+    findings = {}
+    for a in adversarial.ATTACKS:
+        findings.setdefault(a.finding, []).append(a)
+    for finding in "12346":  # finding 5 (glob-like ids) is GLOB_IDS
+        assert len(findings.get(finding, [])) >= 2, f"finding {finding} needs an attack and a variant"
+    assert len(adversarial.GLOB_IDS) >= 2
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_attack_gains_nothing(hostile, graded, attack):
-    base = auto_cells(graded(A).scores[attack.base])
-    got = auto_cells(hostile["scores"].get(attack.name, {}))
+    run = hostile(attack.assignment)
+    base = auto_cells(graded(attack.assignment).scores[attack.base])
+    got = auto_cells(run["scores"].get(attack.name, {}))
     if not got:  # not graded at all: only acceptable for input nbgrader cannot read (reported in the table)
-        assert attack.kind == "malformed", f"{attack.name} was not graded:\n{hostile['log'][-3000:]}"
+        assert attack.kind == "malformed", f"{attack.name} was not graded:\n{run['log'][-3000:]}"
         return
     assert got.keys() == base.keys(), f"{attack.name}: graded cells {sorted(got)} differ from {sorted(base)}"
     gained = {n: (got[n][0], base[n][0]) for n in base if got[n][0] > base[n][0]}
@@ -96,21 +158,57 @@ def test_attack_gains_nothing(hostile, graded, attack):
         assert not changed, f"{attack.description}: cells its attack does not touch changed: {changed}"
 
 
-def test_demo_table_is_the_same_with_hostile_students(hostile, graded):
+@pytest.mark.parametrize("assignment", ATTACKED)
+def test_demo_table_is_the_same_with_hostile_students(hostile, graded, assignment):
     """The demo class's grades equal those of the same answers graded without hostile classmates."""
-    catalogue = graded(A).scores
-    for student, what in hostile["demo"].items():
+    run = hostile(assignment)
+    catalogue = graded(assignment).scores
+    for student, what in run["demo"].items():
         alone = catalogue["complete" if what == COMPLETE else "blank" if what == BLANK else what.name]
-        assert hostile["scores"][student] == alone, f"{student}'s grades changed next to hostile students"
-    header, rows = score_table(gradebook_url(hostile['course']), [A], hostile["course"])
+        assert run["scores"][student] == alone, f"{student}'s grades changed next to hostile students"
+    header, rows = score_table(gradebook_url(run['course']), [assignment], run["course"])
     table = {r[0]: r for r in rows}
-    assert all(not table[s][-1] for s in hostile["demo"]), format_table(header, rows)
+    assert all(not table[s][-1] for s in run["demo"]), format_table(header, rows)
+
+
+@pytest.mark.parametrize("assignment", ATTACKED)
+def test_time_and_memory_stay_within_limits(hostile, assignment):
+    """Attacks on the grader's time and memory (findings 3 and 4) end within the notebook limit, and no
+    grading process outgrows the bound (a judge process is capped at JUDGE_BYTES of address space)."""
+    run = hostile(assignment)
+    for attack in (a for a in ATTACKS if a.assignment == assignment and a.finding in ("3", "4")):
+        took = run["seconds"].get(attack.name)
+        assert took is not None, f"no time reported for {attack.name}:\n{run['log'][-2000:]}"
+        assert took <= NOTEBOOK_S + MARGIN_S, f"{attack.name} took {took:.0f} s (limit {NOTEBOOK_S} s)"
+    peak, who = run["peak"]
+    assert 0 < peak <= GRADER_RSS_BOUND, f"a grading process reached {peak / 2**30:.2f} GiB: {who!r}"
+
+
+def test_glob_like_ids_touch_nobody(hostile):
+    """Folders named like glob patterns are reported and skipped; every other hand-in is graded once,
+    keeps its fingerprint, and a second run grades nothing."""
+    run = hostile(A)
+    course = run["course"]
+    header, rows = score_table(gradebook_url(course), [A], course)
+    problems = {r[0]: r[-1] for r in rows}
+    for gid in adversarial.GLOB_IDS:
+        assert gid not in run["scores"], f"{gid!r} was graded as a student"
+        assert "not a plain student id" in problems[ascii(gid)], format_table(header, rows)
+        assert (course / "submitted" / gid / A / adversarial.NOTEBOOK).is_file(), "a hand-in was lost"
+    graded_students = [s for s in run["scores"] if not problems.get(s)]  # malformed hand-ins are never graded
+    for student in graded_students:
+        assert (course / "autograded" / student / A / ".autograde-fingerprint").is_file(), \
+            f"{student}'s fingerprint is gone"
+    again = course_autograde(course, A, check=False).stderr
+    skipped = re.search(r"Skipping (\d+) submission", again)
+    assert skipped and int(skipped.group(1)) == len(graded_students), f"a second run re-graded hand-ins:\n{again[-2000:]}"
 
 
 def test_nothing_outside_the_scratch_area_changes(hostile):
-    course = hostile["course"]
-    assert tree_digest(course / "source") == hostile["source_before"], "a submission changed source/"
-    for student, digest in hostile["before"].items():
+    run = hostile(A)
+    course = run["course"]
+    assert tree_digest(course / "source") == run["source_before"], "a submission changed source/"
+    for student, digest in run["before"].items():
         assert tree_digest(course / "submitted" / student) == digest, f"a submission changed {student}'s hand-in"
     assert not Path("/tmp/attention-canary.txt").exists()
     assert (course / "gradebook.db").stat().st_size > 0
@@ -119,9 +217,9 @@ def test_nothing_outside_the_scratch_area_changes(hostile):
 
 
 def test_no_attack_reads_hidden_tests_and_feedback_leaks_nothing(hostile):
-    course = hostile["course"]
+    course = hostile(A)["course"]
     secret = {re.sub(r"\s+", " ", l) for l in hidden_lines(A)}
-    for attack in ATTACKS:
+    for attack in (a for a in ATTACKS if a.assignment == A):
         text = re.sub(r"\s+", " ", feedback_text(course, attack.name, A))
         assert adversarial.LEAK not in text, f"{attack.name}: feedback shows what its code printed at autograde"
         assert not [l for l in secret if l in text], f"{attack.name}: feedback shows hidden tests"
@@ -135,19 +233,21 @@ def test_no_attack_reads_hidden_tests_and_feedback_leaks_nothing(hostile):
 
 
 def test_faults_are_contained(hostile):
-    course = hostile["course"]
+    run = hostile(A)
+    course = run["course"]
     flood = course / "autograded" / "output-flood" / A / adversarial.NOTEBOOK
     assert flood.stat().st_size < 10 * 2**20, "100 MB of printed output reached the autograded notebook"
     assert "output truncated by the grader" in flood.read_text(encoding="utf-8")
     for name in ("os-exit", "segfault", "infinite-loop", "unstoppable-loop", "memory-bomb", "fork-bomb"):
-        assert name in hostile["scores"], f"{name} was not graded"
+        assert name in run["scores"], f"{name} was not graded"
 
 
 def test_malformed_hand_ins_are_reported_in_the_grade_table(hostile):
-    header, rows = score_table(gradebook_url(hostile['course']), [A], hostile["course"])
+    run = hostile(A)
+    header, rows = score_table(gradebook_url(run['course']), [A], run["course"])
     problems = {r[0]: r[-1] for r in rows}
     assert "not valid JSON" in problems["corrupt-json"]
     assert "missing" in problems["renamed-notebook"] and "self_attention (1).ipynb" in problems["renamed-notebook"]
-    course = hostile["course"]
+    course = run["course"]
     assert (course / "submitted" / "renamed-notebook" / A / "self_attention (1).ipynb").is_file(), "a hand-in was lost"
     assert (course / "submitted" / "corrupt-json" / A / adversarial.NOTEBOOK).is_file(), "a hand-in was lost"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from .course import PACKAGE_DIR, available, gradebook_url
+from .course import PACKAGE_DIR, available, gradebook_url, plain_id, unusable_folders
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -85,7 +85,7 @@ def plan(course: Path, assignments: list[str], db_url: str, course_id: str, forc
         base = course_fingerprint(course, assignment)
         graded = set() if force else _graded(db_url, course_id, assignment)
         for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
-            if not folder.is_dir():
+            if not folder.is_dir() or not plain_id(folder.parent.name):
                 continue
             student = folder.parent.name
             job = Job(assignment, student, fingerprint(course, assignment, student, base))
@@ -208,7 +208,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     """Grade every submission of ``assignments`` (default: all); returns counts and the failures."""
     course = course.resolve()
     assignments = assignments or available(course)
-    unknown = [a for a in assignments if not (course / "source" / a).is_dir()]
+    unknown = [a for a in assignments if not plain_id(a) or not (course / "source" / a).is_dir()]
     if unknown:
         raise SystemExit(f"no such assignment in {course / 'source'}: {', '.join(unknown)}")
     db_url = db_url or gradebook_url(course)
@@ -219,6 +219,9 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     app.initialize([])
     course_id = app.coursedir.course_id
     todo, skipped = plan(course, assignments, db_url, course_id, force)
+    for name in unusable_folders(course):
+        stream.write(f"Not graded: submitted/{ascii(name)} is not a plain student id (letters, digits, _ . @ + -); "
+                     "rename the folder and autograde again.\n")
     if skipped:
         stream.write(f"Skipping {len(skipped)} submission(s) already graded and unchanged (--force grades them "
                      "again).\n")
@@ -257,7 +260,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
                 error = (result["error"] or "").strip().splitlines()
                 progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")
                 summary["failed"].append(label)
-            progress.advance(label)
+            progress.advance(f"{label} ({result.get('seconds', 0.0):.1f} s)")
     progress.finish()
     summary["seconds"] = time.monotonic() - start
     stream.write(f"Graded {summary['graded']}, skipped {summary['skipped']} unchanged, "

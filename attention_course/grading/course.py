@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -41,6 +42,24 @@ def scratch_course(folder: Path, assignments: list[str], config: str | None = No
         shutil.copytree(ROOT / "source" / a, course / "source" / a,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     return course
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}")
+
+
+def plain_id(name: str) -> bool:
+    """Whether a student or assignment id is safe to hand to nbgrader and to use in paths.
+
+    nbgrader treats ids as glob patterns (``*`` would select every student) and as path parts."""
+    return bool(_PLAIN_ID.fullmatch(name)) and ".." not in name
+
+
+def unusable_folders(course: Path) -> list[str]:
+    """Folders in ``submitted/`` whose name is not a plain student id (never graded, reported)."""
+    folder = course / "submitted"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not plain_id(p.name))
 
 
 def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
@@ -112,6 +131,10 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
                 total += submission.score
                 pending += sum(1 for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade)
             rows.append(row + [round(total, 2), sum(maxima.values()), pending, "; ".join(problems)])
+    for name in unusable_folders(course):
+        rows.append([ascii(name)] + [""] * len(graded) + ["", sum(maxima.values()), 0,
+                     "not graded: the folder name is not a plain student id (letters, digits, _ . @ + -); "
+                     "rename it and autograde again"])
     header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "to grade by hand", "problems"]
     return header, rows
 

@@ -40,7 +40,8 @@ from traitlets import Bool, Float, Integer, List, Unicode
 from . import forkserver
 from .forkserver import Spawned
 from .course import PACKAGE_DIR
-from .judge import Connection, Judge, KernelGone, KernelTimeout
+from .judge import Connection, bound_names
+from .judgeproc import JudgeProcess
 
 SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
 BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
@@ -384,11 +385,55 @@ def submission_files(course: Path, student: str, assignment: str, limit: int) ->
     return found
 
 
+def _is_test(md) -> bool:
+    return bool(md.get("grade") and md.get("locked") and not md.get("solution"))
+
+
+def _is_blank(source: str) -> bool:
+    """A cell that does nothing when run: only blank lines and comments."""
+    return all(not line.strip() or line.lstrip().startswith("#") for line in source.splitlines())
+
+
+def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset:
+    """The names the judge may take from the student's kernel: those the master's unlocked code cells
+    (solutions, starter code, demonstrations) bind, minus every name a locked cell binds.
+
+    The master is read from ``source/``; without it, the names the hand-in's own unlocked cells bind."""
+    from .nbgrader_ext import BEGIN_STARTER, END_STARTER, replace_blocks, uncomment
+
+    locked = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked"):
+            locked |= bound_names(cell.source)
+    sources = []
+    try:
+        master = json.loads((course / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+        for cell in master["cells"]:
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if cell["cell_type"] != "code":
+                continue
+            if cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
+                locked |= bound_names(src)
+            else:
+                sources.append(replace_blocks(src, BEGIN_STARTER, END_STARTER, uncomment))
+    except (OSError, ValueError, KeyError, TypeError):
+        sources = [c.source for c in nb.cells if c.cell_type == "code"
+                   and not c.metadata.get("nbgrader", {}).get("locked")]
+    names = set()
+    for src in sources:
+        names |= bound_names(src)
+    return frozenset(names - locked)
+
+
 class JudgedExecute(NbGraderPreprocessor):
     """Execute a submission: student cells in a sandboxed kernel, test cells in the judge."""
 
     timeout = Integer(60, help="Seconds a cell (or a test's calls into the kernel) may run.").tag(config=True)
+    notebook_timeout = Integer(300, help="Seconds a whole notebook may take, replays after kernel restarts "
+                               "included; cells not reached by then are not run.").tag(config=True)
     memory_limit = Integer(4 * 2**30, help="Address-space cap of the kernel, in bytes.").tag(config=True)
+    judge_memory_limit = Integer(3 * 2**30, help="Address-space cap of the judge process (the tests' own work "
+                                 "on what student code returns), in bytes.").tag(config=True)
     processes = Integer(64, help="Most processes a kernel may have at once.").tag(config=True)
     max_output_bytes = Integer(2 * 2**20, help="Output kept per cell; the rest is dropped.").tag(config=True)
     max_file_bytes = Integer(256 * 2**20, help="Largest file a kernel may write.").tag(config=True)
@@ -416,6 +461,12 @@ class JudgedExecute(NbGraderPreprocessor):
         self._files = files
         self._restarts = 0
         self._history: list[str] = []
+        self._deadline = time.monotonic() + self.notebook_timeout
+        # The judge's copy of the master's locked cells (imports, data, reference helpers), all run before
+        # any test and never taken from the student's kernel, wherever a hand-in put or shadowed them.
+        self._locked = [c.source for c in nb.cells if c.cell_type == "code"
+                        and c.metadata.get("nbgrader", {}).get("locked") and not _is_test(c.metadata["nbgrader"])]
+        self._allowed = student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
         self.kernel = None
         self.judge = None
         os.environ.setdefault("MPLBACKEND", "Agg")
@@ -433,17 +484,37 @@ class JudgedExecute(NbGraderPreprocessor):
         finally:
             if self.kernel is not None:
                 self.kernel.close()
+            if self.judge is not None:
+                self.judge.close()
         return nb, resources
 
-    # -- kernel lifecycle ----------------------------------------------------------------
+    def _left(self) -> float:
+        """Seconds the notebook has left, at most one cell's limit."""
+        return max(0.0, min(float(self.timeout), self._deadline - time.monotonic()))
+
+    # -- kernel and judge lifecycle --------------------------------------------------------
     def _start(self) -> None:
         self.kernel = POOL.take(self.settings(), self.log) if self.prestart else Kernel(self.settings(), self.log)
         self.kernel.add_files(self._files)
-        conn = self.kernel.conn
-        if self.judge is None:
-            self.judge = Judge(conn)
-        else:
-            self.judge.conn = conn
+        if self.judge is None or not self.judge.alive():
+            self._start_judge()
+        if self.judge.request({"op": "conn"}, 10, [self.kernel.conn.sock.fileno()]) is None:
+            raise RuntimeError("the judge process did not answer")
+
+    def _start_judge(self) -> None:
+        """A judge process with the master's locked cells run in it (again, after one was stopped)."""
+        if self.judge is not None:
+            self.judge.close()
+        self.judge = JudgeProcess(forkserver.server(list(self.preload)), self.judge_memory_limit, os.getcwd())
+        self.judge.request({"op": "allow", "names": sorted(self._allowed)}, 10)
+        for source in self._locked:
+            reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
+                                       self.timeout + self.interrupt_grace)
+            if reply is None or reply["status"] != "ok":
+                self.log.warning("judge: a locked cell failed: %s", reply and reply.get("evalue"))
+                if reply is None:
+                    self.judge = JudgeProcess(forkserver.server(list(self.preload)), self.judge_memory_limit,
+                                              os.getcwd())
 
     def _restart(self, why: str) -> bool:
         """A new kernel with every earlier kernel cell replayed; False when no more restarts are allowed."""
@@ -458,7 +529,9 @@ class JudgedExecute(NbGraderPreprocessor):
         try:
             self._start()
             for source in self._history:
-                _, status, _ = self.kernel.run(source, self.timeout, keep=False)
+                if self._left() <= 0:
+                    raise RuntimeError("the notebook's time ran out during the replay")
+                _, status, _ = self.kernel.run(source, self._left(), keep=False)
                 if status in ("timeout", "died"):
                     raise RuntimeError(f"replay {status}")
         except Exception as exc:
@@ -476,11 +549,18 @@ class JudgedExecute(NbGraderPreprocessor):
         if self.kernel is None:
             cell.outputs = [_error("NotRun", "this cell was not run: the kernel died or hung too often")]
             return
-        if md.get("grade") and md.get("locked") and not md.get("solution"):
+        if self._left() <= 0:
+            cell.outputs = [_error("NotRun", f"this cell was not run: the notebook ran longer than "
+                                   f"{self.notebook_timeout} s in all (kernel restarts and replays included)")]
+            return
+        if _is_test(md):
             self._test(cell)
             return
+        if _is_blank(cell.source):
+            return
+        limit = self._left()
         hits = self.kernel.cap_hits()
-        outputs, status, count = self.kernel.run(cell.source, self.timeout)
+        outputs, status, count = self.kernel.run(cell.source, limit)
         cell.outputs, cell.execution_count = outputs, count
         exhausted = self.kernel.cap_hits() > hits or any(
             o.get("output_type") == "error" and o.get("ename") == "MemoryError" for o in outputs)
@@ -493,38 +573,33 @@ class JudgedExecute(NbGraderPreprocessor):
                                        "restarted and the cells before this one were run again)"))
             self._restart("the kernel died")
         elif status == "timeout":
-            cell.outputs.append(_error("CellTimeoutError", f"this cell ran longer than {self.timeout} s and was stopped"))
+            cell.outputs.append(_error("CellTimeoutError", f"this cell ran longer than {limit:.0f} s and was stopped"))
             if not self.kernel.alive():
                 self._restart("a cell did not stop after an interrupt")
         else:
             self._history.append(cell.source)
-        if md.get("locked") and self.judge is not None:
-            try:  # the judge's own copy of the master's setup (imports, data, reference helpers), never the student's
-                self.judge.run(cell.source, fetch=False)
-            except Exception as exc:
-                self.log.debug("judge: locked cell failed: %s", exc)
 
     def _test(self, cell) -> None:
         kernel, conn = self.kernel, self.kernel.conn
+        limit = self._left()
         msg_id = kernel.kc.execute(SERVE, silent=True, store_history=False, allow_stdin=False)
-        error = None
-        if not kernel.await_agent(msg_id, min(10.0, self.timeout)):
+        if not kernel.await_agent(msg_id, min(10.0, limit)):
             conn.broken = True
-        conn.deadline = time.monotonic() + self.timeout
-        try:
-            self.judge.run(cell.source)
-        except KernelTimeout:
-            error = _error("CellTimeoutError", f"the code under test ran longer than {self.timeout} s and was stopped")
-        except KernelGone as exc:
-            error = _error("DeadKernelError", f"the kernel did not answer the tests ({exc})")
-        except BaseException as exc:  # the test failed: show its message only
-            error = _error(type(exc).__name__, str(exc)[:4000])
-        finally:
-            conn.deadline = None
+        if self.judge is None or not self.judge.alive():
+            self._start_judge()
+            self.judge.request({"op": "conn"}, 10, [conn.sock.fileno()])
+        reply = self.judge.request({"op": "test", "source": cell.source, "timeout": limit, "broken": conn.broken},
+                                   limit + self.interrupt_grace + 2)
+        if reply is None:  # the judge process died or did not stop: a new one grades the cells that follow
+            reply = {"status": "limit", "ename": "CellTimeoutError", "broken": True,
+                     "evalue": "checking what your code returned went past the grader's time or memory limit and "
+                               "was stopped"}
+            self._start_judge()
+        conn.broken = conn.broken or bool(reply.get("broken"))
         broken = conn.broken
         conn.done()
         _, status, _ = kernel.collect(msg_id, self.interrupt_grace, keep=False)
-        if error is not None:
-            cell.outputs = [error]
+        if reply["status"] != "ok":
+            cell.outputs = [_error(reply["ename"], reply["evalue"])]
         if broken or status in ("timeout", "died") or not kernel.alive():
             self._restart("the kernel stopped answering during a test")

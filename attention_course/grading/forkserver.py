@@ -121,16 +121,22 @@ class ForkServer:
 
     def launch(self, cmd_args: list[str], config_path: str, cwd: str, env: dict, stderr_path: str) -> Forked:
         """Fork a kernel: it joins its sandbox (``config_path``), then runs ipykernel with ``cmd_args``."""
-        request = json.dumps({"args": cmd_args, "config": config_path, "cwd": cwd, "env": env,
-                              "stderr": stderr_path}).encode()
+        return self._fork({"args": cmd_args, "config": config_path, "cwd": cwd, "env": env, "stderr": stderr_path})
+
+    def launch_judge(self, channel: int, memory_bytes: int, cwd: str) -> Forked:
+        """Fork a judge process (:mod:`attention_course.grading.judgeproc`) serving requests on ``channel``."""
+        return self._fork({"judge": {"memory_bytes": memory_bytes, "cwd": cwd}}, [channel])
+
+    def _fork(self, request: dict, fds: list[int] = ()) -> Forked:
+        request = json.dumps(request).encode()
         with self.lock:
             why = "no reply"
             for _ in range(2):  # a zygote that died is started again, once
                 if self.proc is None or self.proc.poll() is not None:
                     self._start()
                 try:
-                    self.sock.sendall(request)
-                    data, fds, _, _ = socket.recv_fds(self.sock, 4096, 1)
+                    socket.send_fds(self.sock, [request], list(fds))
+                    data, fds_back, _, _ = socket.recv_fds(self.sock, 4096, 1)
                 except OSError:
                     data, fds = b"", []
                 if data:
@@ -138,9 +144,9 @@ class ForkServer:
                 why = self._stderr_tail() or why
                 self.close()
             reply = json.loads(data or b"{}")
-            if "pid" not in reply or not fds:
-                raise RuntimeError(f"the fork server could not start a kernel: {reply.get('error') or why}")
-            return Forked(reply["pid"], fds[0])
+            if "pid" not in reply or not fds_back:
+                raise RuntimeError(f"the fork server could not start a process: {reply.get('error') or why}")
+            return Forked(reply["pid"], fds_back[0])
 
     def _stderr_tail(self) -> str:
         try:
@@ -199,25 +205,32 @@ def zygote(fd: int, preload: list[str]) -> None:
         importlib.import_module(name)
 
     import attention_course.grading.agent  # noqa: F401
+    import attention_course.grading.judgeproc  # noqa: F401
     import attention_course.grading.sandbox  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
-            data = sock.recv(_MAX_REQUEST)
+            data, fds, _, _ = socket.recv_fds(sock, _MAX_REQUEST, 4)
         except OSError:
-            data = b""
+            data, fds = b"", []
         if not data:
             os._exit(0)
         try:
             request = json.loads(data)
             pid = os.fork()
         except Exception as exc:
+            for fd in fds:
+                os.close(fd)
             sock.send(json.dumps({"error": repr(exc)}).encode())
             continue
         if pid == 0:
+            if "judge" in request and fds:
+                _judge_child(sock, request["judge"], fds, libc)
             _child(sock, request, libc)
+        for fd in fds:
+            os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
@@ -225,6 +238,32 @@ def zygote(fd: int, preload: list[str]) -> None:
             continue
         socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
         os.close(pidfd)
+
+
+def _judge_child(sock: socket.socket, settings: dict, fds: list[int], libc) -> None:
+    """In a fresh fork: become a judge process (trusted code, untrusted data: capped). Never returns."""
+    status = 1
+    try:
+        sock.close()
+        for fd in fds[1:]:
+            os.close(fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.setsid()
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1):
+            os.dup2(devnull, target)
+        os.close(devnull)
+        from .judgeproc import serve
+
+        status = serve(fds[0], settings)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(status)
 
 
 def _child(sock: socket.socket, request: dict, libc) -> None:

@@ -224,7 +224,7 @@ class Connection:
                     echo = msg.get("echo")
                     if isinstance(echo, list) and len(echo) == len(sent_arrays):
                         for original, new in zip(sent_arrays, (dec.decode(e) for e in echo)):
-                            wire.update_in_place(original, new)
+                            record_change(original, new)
                 except wire.WireError as exc:
                     raise StudentError(f"the result could not be read: {exc}") from None
                 return value
@@ -262,12 +262,26 @@ class Connection:
         return self.request(req)
 
 
+def record_change(original, new) -> None:
+    """Note how a call left the student's copy of an argument, without touching the judge's object.
+
+    Arguments cross to the kernel as copies, so nothing the student's code does to them can change
+    the test's own arrays (and the references computed from them). ``check_unchanged`` reads what
+    is noted here to tell whether the student's code modified its input in place."""
+    from attention_course import checks
+
+    if not wire.same_value(original, new):
+        checks.note_changed_in_place(original, new)
+
+
 def _remote_error(err) -> BaseException:
     if not isinstance(err, dict):
         return StudentError(str(err)[:2000])
     name, msg = str(err.get("type", "Error"))[:100], str(err.get("msg", ""))[:2000]
     if err.get("module") == "builtins" and name in _BUILTIN_ERRORS:
-        return _BUILTIN_ERRORS[name](msg)
+        exc = _BUILTIN_ERRORS[name](msg)
+        exc.from_kernel = True  # raised by the student's code, not by the judge's own work
+        return exc
     if name == "KeyboardInterrupt":
         return KernelTimeout("the student's code took too long and was interrupted")
     return StudentError(f"{name}: {msg}" if msg else name)
@@ -294,6 +308,23 @@ def free_names(source: str) -> tuple[str, ...]:
     return tuple(n for n in read if n not in bound and not hasattr(builtins, n))
 
 
+def bound_names(source: str) -> set[str]:
+    """Every name a cell binds anywhere (assignments, definitions, imports, loop variables)."""
+    try:
+        tree = ast.parse(python_source(source))
+    except SyntaxError:
+        return set()
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return bound
+
+
 @functools.lru_cache(maxsize=1024)
 def compiled(cell_source: str):
     """A cell as plain Python, compiled (cached: the same test cells run for every student)."""
@@ -311,8 +342,10 @@ def python_source(cell_source: str) -> str:
 class Judge:
     """The trusted namespace of one notebook's tests."""
 
-    def __init__(self, conn: Connection | None):
+    def __init__(self, conn: Connection | None, allowed: frozenset | None = None):
         self.conn = conn
+        #: the names the judge may take from the student's kernel (those the student is meant to define)
+        self.allowed = allowed
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _no_ipython}
 
     def run(self, source: str, fetch: bool = True) -> None:
@@ -320,7 +353,7 @@ class Judge:
         code, program = compiled(source)
         if fetch and self.conn is not None:
             for name in free_names(code):
-                if name in self.ns:
+                if name in self.ns or (self.allowed is not None and name not in self.allowed):
                     continue
                 try:
                     self.ns[name] = self.conn.lookup(name)

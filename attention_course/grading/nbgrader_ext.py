@@ -156,14 +156,32 @@ def submitted_outputs(student, assignment, notebook) -> dict:
     return found
 
 
+def master_order(assignment: str, notebook: str, names: list[str]) -> list[str]:
+    """``names`` (gradebook cells) in the order of the master notebook in ``source/``, where it can be read;
+    cells the master does not hold keep their gradebook place after their predecessor."""
+    try:
+        with open(os.path.join("source", assignment, f"{notebook}.ipynb"), encoding="utf-8") as f:
+            master = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in json.load(f)["cells"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return list(names)
+    ordered = [n for n in master if n in set(names)]
+    for i, name in enumerate(names):
+        if name not in ordered:
+            before = next((names[j] for j in range(i - 1, -1, -1) if names[j] in ordered), None)
+            ordered.insert(ordered.index(before) + 1 if before else 0, name)
+    return list(dict.fromkeys(ordered))
+
+
 class TrustGradebook(NbGraderPreprocessor):
     """Rebuild a submission's cells from the gradebook before autograde; trust none of its metadata.
 
     A cell whose ``grade_id`` names a gradebook cell (first occurrence only) gets that cell's
     metadata (grade flag, points, lock) from the gradebook, and, when locked, its source too.
     Every other cell becomes a plain student cell: its nbgrader metadata, tags (such as
-    ``skip-execution``) and outputs are dropped. Gradebook cells missing from the submission are
-    put back after the gradebook cell that precedes them. The kernel is always the course's.
+    ``skip-execution``) and outputs are dropped. The gradebook cells stand in the master's order
+    (missing ones put back); each plain cell follows the gradebook cell it followed in the hand-in,
+    so no moving, duplicating or deleting of cells changes what runs before a test. The kernel is
+    always the course's.
     """
 
     def preprocess(self, nb, resources):
@@ -207,25 +225,25 @@ class TrustGradebook(NbGraderPreprocessor):
                 new.outputs, new.execution_count = [], None
             return new
 
-        cells, placed = [], {}
+        # The master's order, wherever the hand-in put (or duplicated) its cells: each gradebook cell at
+        # its master position, the student's other cells after the gradebook cell they followed.
+        order = master_order(info["assignment"], info["notebook"], order)
+        placed, after = {}, {None: []}
+        anchor = None
         for cell in nb.get("cells", []):
             md = cell.get("metadata", {}).get("nbgrader", {})
             name = md.get("grade_id") if isinstance(md, dict) else None
             if isinstance(name, str) and name in source and name not in placed:
-                placed[name] = True
-                cells.append(trusted(name, cell))
+                placed[name] = cell
+                anchor = name
             else:
-                cells.append(plain(cell))
-        for i, name in enumerate(order):
-            if name in placed:
-                continue
-            self.log.warning("%s: cell %s was missing and is put back", info["student"], name)
-            before = next((order[j] for j in range(i - 1, -1, -1) if order[j] in placed), None)
-            at = 0
-            if before is not None:
-                at = next(k for k, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == before) + 1
-            cells.insert(at, trusted(name))
-            placed[name] = True
+                after.setdefault(anchor, []).append(plain(cell))
+        cells = list(after[None])
+        for name in order:
+            if name not in placed:
+                self.log.warning("%s: cell %s was missing and is put back", info["student"], name)
+            cells.append(trusted(name, placed.get(name)))
+            cells.extend(after.get(name, []))
         nb.cells = cells
         for cell in nb.cells:
             cell.pop("id", None)

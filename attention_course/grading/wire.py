@@ -17,8 +17,10 @@ import math
 import struct
 import sys
 
-#: Limits that a decoder enforces on what it is sent.
+#: Limits that a decoder enforces on what it is sent. Arrays travel as raw buffers; the JSON part
+#: only holds their descriptions and small values, so it is capped far lower (checked before parsing).
 MAX_MESSAGE_BYTES = 256 * 2**20
+MAX_JSON_BYTES = 8 * 2**20
 MAX_DEPTH = 40
 MAX_ITEMS = 2_000_000
 MAX_STRING = 1_000_000
@@ -62,7 +64,7 @@ def send(sock, obj: dict, buffers: list[bytes]) -> None:
 
 def recv(sock, limit: int = MAX_MESSAGE_BYTES) -> tuple[dict, list[bytes]]:
     n_text, n_buf = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
-    if n_text > limit or n_buf > MAX_ITEMS:
+    if n_text > min(limit, MAX_JSON_BYTES) or n_buf > MAX_ITEMS:
         raise WireError(f"message too large ({n_text} bytes of JSON, {n_buf} buffers)")
     total = n_text
     try:
@@ -313,18 +315,17 @@ class Decoder:
         raise WireError(f"unknown value type {t!r}")
 
 
-def update_in_place(original, new) -> None:
-    """Copy ``new`` into ``original`` (an array or tensor sent to the other side), mirroring in-place changes."""
+def same_value(original, new) -> bool:
+    """Whether ``new`` (an array or tensor as the other side left it) equals ``original`` exactly."""
     torch = _torch()
     np = _numpy()
     try:
         if torch is not None and isinstance(original, torch.Tensor) and isinstance(new, torch.Tensor):
-            if original.shape == new.shape and original.dtype == new.dtype:
-                with torch.no_grad():
-                    if not torch.equal(original.detach(), new.detach()):
-                        original.detach().copy_(new.detach())
-        elif np is not None and isinstance(original, np.ndarray) and isinstance(new, np.ndarray):
-            if original.shape == new.shape and original.dtype == new.dtype and original.flags.writeable:
-                np.copyto(original, new)
-    except Exception:  # a mirror that cannot be applied leaves the original as it was
-        pass
+            return original.shape == new.shape and original.dtype == new.dtype and \
+                bool(torch.equal(original.detach(), new.detach()))
+        if np is not None and isinstance(original, np.ndarray) and isinstance(new, np.ndarray):
+            return original.shape == new.shape and original.dtype == new.dtype and \
+                bool(np.array_equal(original, new, equal_nan=original.dtype.kind in "fc"))
+    except Exception:
+        return False
+    return True

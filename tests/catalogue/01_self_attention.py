@@ -132,7 +132,7 @@ SUBMISSIONS = [
         edits=[("self_attention_module", "Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
                 "Q, K, V = self.W_q(x), self.W_k(x), self.W_q(x)")],
         says='common mistake: the values are computed with W_q instead of W_v',
-        loses=frozenset({"test_module_output"}),
+        loses=frozenset({"test_module_structure", "test_module_output"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
     Submission(

@@ -1,7 +1,8 @@
-"""Hostile submissions of 01_self_attention: each one is a wrong answer plus an attack on the grader.
+"""Hostile submissions: each one is a wrong answer plus an attack on the grader.
 
+Most attack 01_self_attention; a few attack the assignment where their seam bites (02, 05).
 Every entry names the class of attack it belongs to (``kind``) and the catalogue mistake it is
-built on (``base``). The tests grade them in one real autograde run next to the demo class and
+built on (``base``, a mistake of the attack's own assignment). The tests grade them in one real autograde run next to the demo class and
 require each to score, cell by cell, no more than its base mistake scores without the attack
 (exactly as much where ``exact``), leak nothing, and leave every other student's grades,
 ``source/`` and the other submissions unchanged.
@@ -18,7 +19,10 @@ from attention_course.grading.submissions import Submission, load_catalogue
 
 ASSIGNMENT = "01_self_attention"
 NOTEBOOK = "self_attention.ipynb"
-BASE = {s.name: s for s in load_catalogue(catalogue_path(ASSIGNMENT))}
+NOTEBOOKS = {"01_self_attention": NOTEBOOK, "02_multihead_attention": "multihead_attention.ipynb",
+             "05_hand_designed_transformers": "hand_designed_transformers.ipynb"}
+BASES = {a: {s.name: s for s in load_catalogue(catalogue_path(a))} for a in NOTEBOOKS}
+BASE = BASES[ASSIGNMENT]
 #: printed by attacks that try to leak (their source spells it as two halves, so only output shows it whole)
 LEAK = "LEAKED>>"
 SAY_LEAK = '"LEAK" + "ED>>"'
@@ -33,18 +37,27 @@ class Attack:
     code: str = ""  # a student cell inserted after the setup cell
     transform: object = None  # notebooks -> notebooks, after the cell is inserted
     files: dict = None
+    replace: dict = None  # solution cells replaced on top of the base mistake
     exact: bool = True  # scores equal the base's (otherwise: no cell scores more)
     needs: str = ""  # a sandbox feature the attack must not be run without ("signals")
+    assignment: str = ASSIGNMENT
+    finding: str = ""  # the seam it probes (a finding of the hostile reviews), for the record
+
+    @property
+    def base_submission(self) -> Submission:
+        return BASES[self.assignment][self.base]
 
     def submission(self) -> Submission:
-        base = BASE.get(self.base)
-        edits = list(base.edits) if base else []
-        replace = dict(base.replace) if base else {}
+        base = BASES[self.assignment].get(self.base)
+        mine = dict(self.replace or {})  # cells the attack writes itself replace the base's edits of them
+        edits = [e for e in base.edits if e[0] not in mine] if base else []
+        replace = {**(base.replace if base else {}), **mine}
+        notebook = NOTEBOOKS[self.assignment]
 
         def transform(notebooks):
             notebooks = copy.deepcopy(notebooks)
             if self.code:
-                insert_after(notebooks[NOTEBOOK], "setup", self.code)
+                insert_after(notebooks[notebook], "setup", self.code)
             return self.transform(notebooks) if self.transform else notebooks
 
         return Submission(self.name, self.description, edits=edits, replace=replace,
@@ -408,6 +421,194 @@ except OSError as exc:
     print("fork refused after", children, "children:", exc)
 '''
 
+
+# -- seams between the pieces (a second round of hostile hand-ins) ------------------------------
+FAKE_CHECKS = """
+def assert_close(*args, **kwargs):
+    pass
+
+def check_shape(*args, **kwargs):
+    pass
+
+def check_sums_to_one(*args, **kwargs):
+    pass
+
+def check_unchanged(*args, **kwargs):
+    pass
+"""
+
+
+def _cell(source: str) -> dict:
+    return {"cell_type": "code", "metadata": {}, "source": source.strip("\\n"), "outputs": [], "execution_count": None}
+
+
+def _find(nb: dict, grade_id: str) -> dict:
+    return next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _move_to_end(grade_id: str, extra: str = ""):
+    """Move a locked cell below everything (and add a cell of the student's own in front of the tests)."""
+    def transform(notebooks):
+        nb = next(iter(notebooks.values()))
+        cell = _find(nb, grade_id)
+        nb["cells"].remove(cell)
+        if extra:
+            nb["cells"].insert(0, _cell(extra))
+        nb["cells"].append(cell)
+        return notebooks
+    return transform
+
+
+def _shadow_locked(grade_id: str, source: str):
+    """Give the locked cell's id to a cell of the student's own, placed first; the real one follows later."""
+    def transform(notebooks):
+        nb = next(iter(notebooks.values()))
+        real = _find(nb, grade_id)
+        fake = copy.deepcopy(real)
+        fake["source"] = source.strip("\\n")
+        nb["cells"].insert(0, fake)
+        nb["cells"].remove(real)
+        nb["cells"].append(real)
+        return notebooks
+    return transform
+
+
+def _many_cells(source: str, count: int):
+    def transform(notebooks):
+        nb = next(iter(notebooks.values()))
+        nb["cells"][1:1] = [_cell(source) if source else dict(_cell("x"), source="") for _ in range(count)]
+        return notebooks
+    return transform
+
+
+def _cells_after_setup(*sources: str):
+    def transform(notebooks):
+        nb = next(iter(notebooks.values()))
+        at = nb["cells"].index(_find(nb, "setup")) + 1
+        nb["cells"][at:at] = [_cell(s) for s in sources]
+        return notebooks
+    return transform
+
+
+ZERO_BIASES = """
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    \\"\\"\\"No biases (wrong), and the caller's biases zeroed in place so that its reference agrees.\\"\\"\\"
+    for b in (b_q, b_k, b_v):
+        b[...] = 0
+    return X @ W_q, X @ W_k, X @ W_v
+"""
+
+COPY_WQ_OVER_WV = """
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    \\"\\"\\"V from W_q, b_q (wrong), with W_q, b_q copied over the caller's W_v, b_v so that its reference agrees.\\"\\"\\"
+    if W_v.shape == W_q.shape:
+        W_v[...] = W_q
+        b_v[...] = b_q
+    return X @ W_q + b_q, X @ W_k + b_k, X @ W_q + b_q
+"""
+
+PATCH_COPY = """
+import torch
+_real_copy = torch.Tensor.copy_
+
+def _copy(self, src, non_blocking=False):
+    # Zero what the test loads, and the test's own tensor with it (its reference would follow).
+    if not torch.is_grad_enabled():
+        with torch.no_grad():
+            _real_copy(src, torch.zeros_like(src))
+    return _real_copy(self, src, non_blocking)
+
+torch.Tensor.copy_ = _copy
+"""
+
+PATCH_COPY_KEEPS_WEIGHTS = """
+import torch
+_real_copy = torch.Tensor.copy_
+
+def _copy(self, src, non_blocking=False):
+    # Overwrite the source with the weights this module already has: the load changes nothing.
+    if isinstance(src, torch.Tensor) and src.shape == self.shape:
+        with torch.no_grad():
+            _real_copy(src, self.detach())
+        return self
+    return _real_copy(self, src, non_blocking)
+
+torch.Tensor.copy_ = _copy
+"""
+
+BIG_CALLBACK = """
+import numpy as np
+
+def is_permutation_equivariant(f, X, perm):
+    \\"\\"\\"Wrong on purpose, and it makes the test's own function work on a huge input first.\\"\\"\\"
+    try:
+        f(np.ones((X.shape[0], 12000)))
+    except Exception:
+        pass
+    return True
+"""
+
+MANY_CALLBACKS = """
+import numpy as np
+
+def is_permutation_equivariant(f, X, perm):
+    \\"\\"\\"Wrong on purpose, and it keeps the test's own function busy for as long as it can.\\"\\"\\"
+    Z = np.ones((X.shape[0], 2500))
+    for _ in range(10000):
+        try:
+            f(Z)
+        except Exception:
+            break
+    return True
+"""
+
+HUGE_REPLY = """
+import json, socket, struct, sys
+import attention_course.grading.agent as agent
+
+def _flood():
+    text = json.dumps({"ok": ["x" * 1000] * 90000}).encode()  # 90 MB of JSON
+    agent._agent.sock.sendall(struct.pack("!II", len(text), 0) + text)
+    agent._agent.serve_real()
+
+agent._agent.serve_real = agent._agent.serve
+agent.serve = _flood
+"""
+
+LYING_AGENT = """
+import attention_course.grading.agent as agent
+import torch.nn as nn
+_answer = agent.Agent.answer
+
+def answer(self, req, buffers):
+    # Say that the projections have no bias and are plain nn.Linear layers, whatever they are.
+    if req.get("op") == "getattr" and req.get("name") == "bias":
+        self._reply({"ok": None}, None)
+        return
+    return _answer(self, req, buffers)
+
+agent.Agent.answer = answer
+"""
+
+WIDE_DESIGN = """
+import numpy as np
+# A valid identity design in a query/key space of width 300,000: every check of it is enormous.
+Km_id = np.zeros((3, 300000))
+Qm_id = np.zeros((3, 300000))
+for i in range(3):
+    Km_id[i, i] = Qm_id[i, i] = 5.0
+Vm_id = np.eye(3)
+"""
+
+ALL_SEQUENCES_EMPTY = """
+def all_sequences(tokens, max_len):
+    return []
+
+def worst_error(design, task, max_len):
+    return 0.0
+"""
+
+
 ATTACKS = [
     # -- replacing or wrapping comparison and assertion helpers ---------------------------------
     Attack("patch-numpy", "helpers", "replaces np.allclose, np.isclose, np.abs, np.isfinite", "unscaled-scores",
@@ -492,4 +693,58 @@ ATTACKS = [
     Attack("old-nbformat", "malformed", "the notebook saved as nbformat 3", "unscaled-scores", transform=_old_format),
     Attack("extra-files", "malformed", "extra files, among them a numpy.py that shadows NumPy", "unscaled-scores",
            files={"numpy.py": b"raise ImportError('shadowed')\n", "data/notes.txt": b"hello\n"}, exact=False),
+    # -- seams: cell order, the wire's echo, the judge's own work, time, ids, self-reports -------------
+    Attack("moved-setup-fake-checks", "cells", "moves the locked setup cell below the tests and defines do-nothing "
+           "checks first", "unscaled-scores", transform=_move_to_end("setup", FAKE_CHECKS), finding="1"),
+    Attack("shadowed-setup", "cells", "a cell of its own carries the setup cell's id (do-nothing checks), "
+           "the real setup cell moved to the end", "unscaled-scores",
+           transform=_shadow_locked("setup", "import numpy as np\nimport torch\n" + FAKE_CHECKS), finding="1"),
+    Attack("moved-data-cell", "cells", "moves the locked data cell to the end and defines its own data first",
+           "unscaled-scores", transform=_move_to_end("data_rows", "import numpy as np\nX_seq = np.zeros((4, 4))\n"
+                                                                   "W_q_seq = W_k_seq = W_v_seq = np.zeros((4, 3))\n"
+                                                                   "b_q_seq = b_k_seq = b_v_seq = np.zeros(3)"),
+           finding="1"),
+    Attack("zero-biases-in-place", "helpers", "project_qkv zeroes the caller's bias arrays in place", "no-bias",
+           replace={"project_qkv": ZERO_BIASES}, exact=False, finding="2"),
+    Attack("copy-wq-over-wv", "helpers", "project_qkv copies W_q, b_q over the caller's W_v, b_v in place",
+           "v-uses-wq", replace={"project_qkv": COPY_WQ_OVER_WV}, exact=False, finding="2"),
+    Attack("patch-copy-zeroes-source", "helpers", "Tensor.copy_ zeroes the tensor the test loads, under no_grad",
+           "module-unscaled", PATCH_COPY, exact=False, finding="2"),
+    Attack("callback-huge-input", "fault", "calls the test's own function with a 4 x 12000 input",
+           "equivariance-output-not-permuted", replace={"is_permutation_equivariant": BIG_CALLBACK}, finding="3"),
+    Attack("callback-forever", "fault", "calls the test's own function on a 4 x 2500 input 10,000 times",
+           "equivariance-output-not-permuted", replace={"is_permutation_equivariant": MANY_CALLBACKS}, finding="3"),
+    Attack("huge-agent-reply", "fault", "a replaced agent answers the judge with 90 MB of JSON", "unscaled-scores",
+           HUGE_REPLY, exact=False, finding="3"),
+    Attack("replayed-sleeps", "fault", "two slow cells, then four cells that end the kernel (replayed at every "
+           "restart)", "unscaled-scores", transform=_cells_after_setup(
+               "import time\ntime.sleep(6)", "import time\ntime.sleep(6)", *["import os\nos._exit(1)"] * 4),
+           exact=False, finding="4"),
+    Attack("ten-thousand-empty-cells", "fault", "10,000 empty cells", "unscaled-scores",
+           transform=_many_cells("", 10000), finding="4"),
+    Attack("three-thousand-pass-cells", "fault", "3,000 cells that each run `pass`", "unscaled-scores",
+           transform=_many_cells("pass", 3000), exact=False, finding="4"),
+    Attack("lying-agent-no-bias", "helpers", "a rewritten agent says the module's projections have no bias",
+           "module-with-bias", LYING_AGENT, finding="6"),
+    # -- on 02: the Tensor.copy_ echo bit hardest there (+26) ---------------------------------------
+    Attack("mha-patch-copy-zeroes-source", "helpers", "Tensor.copy_ zeroes the tensors the tests load",
+           "module-softmax-over-queries", PATCH_COPY, assignment="02_multihead_attention", exact=False,
+           finding="2"),
+    Attack("mha-patch-copy-keeps-weights", "helpers", "Tensor.copy_ overwrites the test's tensor with the module's "
+           "own weights", "module-softmax-over-queries", PATCH_COPY_KEEPS_WEIGHTS, assignment="02_multihead_attention",
+           exact=False, finding="2"),
+    Attack("mha-lying-agent-bias", "helpers", "a rewritten agent hides the missing biases", "module-no-bias",
+           LYING_AGENT, assignment="02_multihead_attention", finding="6"),
+    # -- on 05: locked helpers and the judge's own loops -------------------------------------------
+    Attack("moved-setup-empty-sequences", "cells", "moves the setup cell to the end; its own all_sequences "
+           "returns no sequence", "identity-not-sharp", transform=_move_to_end("setup", ALL_SEQUENCES_EMPTY),
+           assignment="05_hand_designed_transformers", finding="1"),
+    Attack("wide-identity-design", "fault", "a valid identity design of width 300,000 (the judge's loops crawl)",
+           "first-not-sharp", replace={"design_identity": WIDE_DESIGN}, assignment="05_hand_designed_transformers",
+           exact=False, finding="3"),
+    Attack("lying-agent-structure", "helpers", "a rewritten agent says Km, Qm, Vm have no bias",
+           "projections-with-bias", LYING_AGENT, assignment="05_hand_designed_transformers", finding="6"),
 ]
+
+#: Hand-in folders whose names nbgrader would take as glob patterns (finding 5); each holds a wrong answer.
+GLOB_IDS = ["*", "[a-f]*"]
