@@ -143,6 +143,9 @@ attempt("write outside", lambda: open(sys.argv[3], "w").write("x"))
 attempt("signal parent", lambda: os.kill(os.getppid(), 0))
 attempt("parent memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
+attempt("other processes", lambda: open("/proc/1/cmdline", "rb").read())
+attempt("users", lambda: open("/etc/passwd").read())
 attempt("8 GiB", lambda: bytearray(8 * 2**30))
 import numpy
 print(json.dumps(result))
@@ -173,6 +176,10 @@ attempt("read course", lambda: open(%(readme)r).read())
 attempt("write outside", lambda: open(%(outside)r, "w").write("x"))
 attempt("signal parent", lambda: os.kill(os.getppid(), 0))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
+attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
+attempt("other processes", lambda: open(f"/proc/{os.getppid()}/cmdline", "rb").read())
+attempt("list processes", lambda: [open(f"/proc/{p}/status").read() for p in os.listdir("/proc") if p.isdigit()
+                                   and int(p) != os.getpid()] or None)
 def inherited_channel():
     for fd in map(int, os.listdir("/proc/self/fd")):
         try:
@@ -186,7 +193,9 @@ def inherited_channel():
     raise LookupError("no fork-server channel")
 attempt("fork-server channel", inherited_channel)
 import numpy, torch
-print(json.dumps({"result": result, "cwd": os.getcwd(), "sum": float(torch.ones(3).sum() + numpy.ones(2).sum())}))
+own = open("/proc/self/status").read()[:4] + str(len(os.listdir("/proc/self/fd")) > 0)  # its own entry stays readable
+print(json.dumps({"result": result, "cwd": os.getcwd(), "sum": float(torch.ones(3).sum() + numpy.ones(2).sum()),
+                  "own": own}))
 """
 
 
@@ -208,6 +217,7 @@ def test_kernels_are_confined_however_they_start(tmp_path, fork):
         report = json.loads(outputs[-1]["text"].strip().splitlines()[-1])
         assert all(v != "allowed" for v in report["result"].values()), report
         assert report["cwd"] == str(kernel.scratch / "work") and report["sum"] == 5.0
+        assert report["own"] == "NameTrue", report
         figure, status, _ = kernel.run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", 60)
         assert any("image/png" in o.get("data", {}) for o in figure), "plots must show inline, as in a new kernel"
         assert kernel.alive()

@@ -4,12 +4,14 @@ CONFIG is a JSON file written by the grader. In this order the launcher
 1. joins the grader's cgroups for this kernel (process and memory caps), where there are any;
 2. sets resource limits: address space, file size, open files, core dumps, and (for a
    non-root grader) the number of processes;
-3. hides ``/run`` and ``/var/run`` behind empty file systems in a mount namespace of its own,
-   where it can make one (Unix sockets of local services live there);
+3. moves into network and mount namespaces of its own (no network at all, not even loopback:
+   no TCP, no UDP), where it can make them, and hides ``/run`` and ``/var/run`` there behind
+   empty file systems (Unix sockets of local services live there);
 4. forbids gaining privileges (``no_new_privs``) and, for a root grader, drops every capability;
-5. applies a Landlock policy: read-only access to the Python installation and the course
-   package, read-write access to the kernel's scratch folder only, no TCP at all, no signals
-   to processes outside the sandbox and no access to their memory;
+5. applies a Landlock policy: read-only access to the Python installation, the course package
+   and, of ``/proc``, its own entry and a few machine-wide files (never other processes'), read-write
+   access to the kernel's scratch folder only, no TCP at all, no signals to processes outside the
+   sandbox and no access to their memory;
 6. replaces itself with the kernel.
 
 Every step reports what it could not do in ``<scratch>/sandbox.json``; the grader logs it.
@@ -28,7 +30,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 # x86_64 and aarch64 share these syscall numbers (the generic table from 5.13 on).
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 38, 24
-_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+#: What a confined process may read of /proc besides its own entry: machine-wide facts libraries ask for.
+_PROC_FILES = ("cpuinfo", "meminfo", "stat", "loadavg", "filesystems", "sys/kernel", "sys/vm")
 _MS_REC, _MS_PRIVATE = 0x4000, 0x40000
 
 _FS_V1 = (1 << 13) - 1  # execute ... make_sym
@@ -81,12 +85,26 @@ def _landlock(read: list[str], write: list[str]) -> list[str]:
     return notes
 
 
-def _hide_run_dirs() -> list[str]:
-    """Empty /run and /var/run in a private mount namespace (local services' Unix sockets live there)."""
-    flags = _CLONE_NEWNS if os.geteuid() == 0 else _CLONE_NEWNS | _CLONE_NEWUSER
+def _proc_paths(read: list[str]) -> list[str]:
+    """``/proc`` in a read list narrowed to this process's own entry and a few machine-wide files."""
+    if "/proc" not in read:
+        return read
+    own = [f"/proc/{os.getpid()}"] + [f"/proc/{name}" for name in _PROC_FILES]
+    return [p for p in read if p != "/proc"] + own
+
+
+def _namespaces() -> list[str]:
+    """Network and mount namespaces of our own: no network; /run and /var/run emptied (local services'
+    Unix sockets live there)."""
+    flags = _CLONE_NEWNS | _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWUSER
     uid, gid = os.getuid(), os.getgid()
+    notes = []
     if _libc.unshare(flags) != 0:
-        return [f"no mount namespace ({os.strerror(ctypes.get_errno())}): /run stays visible"]
+        notes.append(f"no network namespace ({os.strerror(ctypes.get_errno())}): the kernel keeps the machine's "
+                     "network (UDP, loopback)")
+        flags &= ~_CLONE_NEWNET
+        if _libc.unshare(flags) != 0:
+            return notes + [f"no mount namespace ({os.strerror(ctypes.get_errno())}): /run stays visible"]
     if flags & _CLONE_NEWUSER:
         try:
             with open("/proc/self/setgroups", "w") as f:
@@ -96,9 +114,8 @@ def _hide_run_dirs() -> list[str]:
             with open("/proc/self/gid_map", "w") as f:
                 f.write(f"{gid} {gid} 1")
         except OSError as exc:
-            return [f"user namespace mapping failed ({exc})"]
+            return notes + [f"user namespace mapping failed ({exc})"]
     _libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
-    notes = []
     for path in ("/run", "/var/run"):
         real = os.path.realpath(path)
         if os.path.isdir(real) and real == path:
@@ -149,11 +166,11 @@ def apply(config: dict) -> list[str]:
         except (ValueError, OSError) as exc:
             notes.append(f"rlimit {which}: {exc}")
     if config.get("hide_run", True):
-        notes += _hide_run_dirs()
+        notes += _namespaces()
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         notes.append("no_new_privs failed")
     notes += _drop_capabilities()
-    notes += _landlock(config.get("read", []), config.get("write", []))
+    notes += _landlock(_proc_paths(config.get("read", [])), config.get("write", []))
     return notes
 
 
