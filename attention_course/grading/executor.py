@@ -113,6 +113,15 @@ class Kernel:
         self.log = log
         self.settings = settings
         self.scratch = Path(tempfile.mkdtemp(prefix="attention-judge-"))
+        self.proc = self.kc = self.listener = self.conn = None
+        self.cgroups = []
+        try:
+            self._boot(settings, log)
+        except BaseException:  # a kernel that could not start leaves nothing behind
+            self.close()
+            raise
+
+    def _boot(self, settings: dict, log) -> None:
         work = self.scratch / "work"
         work.mkdir(exist_ok=True)
         for sub in ("home", "tmp"):
@@ -286,17 +295,13 @@ class Kernel:
         self.proc.kill()
 
     def close(self) -> None:
-        try:
-            self.kc.stop_channels()
-        except Exception:
-            pass
-        self.kill()
+        for stop in (lambda: self.kc.stop_channels(), self.kill, lambda: self.listener.close(),
+                     lambda: self.conn.sock.close()):
+            try:
+                stop()
+            except Exception:  # parts of a kernel that never started
+                pass
         _kill_cgroups(self.cgroups)
-        try:
-            self.listener.close()
-            self.conn.sock.close()
-        except Exception:
-            pass
 
         def unlock(func, path, _):
             os.chmod(os.path.dirname(path), 0o700)

@@ -104,8 +104,11 @@ class ForkServer:
         self.proc = None
         self.sock = None
         self.home = None
+        self.final = False  # closed for good (the grading process is ending): start no zygote again
 
     def _start(self) -> None:
+        if self.final:
+            raise RuntimeError("the grading process is shutting down")
         self.close()
         self.home = tempfile.mkdtemp(prefix="attention-zygote-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -155,7 +158,8 @@ class ForkServer:
         except (OSError, TypeError):
             return ""
 
-    def close(self) -> None:
+    def close(self, final: bool = False) -> None:
+        self.final = self.final or final
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -181,8 +185,14 @@ def server(preload: list[str]) -> ForkServer:
     with _SERVERS_LOCK:
         if key not in _SERVERS:
             _SERVERS[key] = ForkServer(preload)
-            atexit.register(_SERVERS[key].close)
         return _SERVERS[key]
+
+
+@atexit.register  # registered at import, so it runs after the handlers of modules that use the servers
+def _close_all() -> None:  # (the kernel pool's, which may still be starting a kernel), never before
+    with _SERVERS_LOCK:
+        for srv in _SERVERS.values():
+            srv.close(final=True)
 
 
 # -- the zygote --------------------------------------------------------------------------
