@@ -127,6 +127,8 @@ class JudgeProcess:
 
     def request(self, msg: dict, timeout: float, fds: list[int] = ()) -> dict | None:
         """Send one request and wait for its answer; None (and the process is killed) past ``timeout``."""
+        if self.sock is None:
+            return None
         try:
             socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
             self.sock.settimeout(timeout)
