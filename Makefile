@@ -24,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 release: $(STAMP) ## Generate the student version of every assignment into release/ (~10 s each)
-	@for a in $(ASSIGNMENTS); do nbgrader generate_assignment "$$a" --force --log-level=WARN || exit 1; done
+	@for a in $(ASSIGNMENTS); do nbgrader generate_assignment "$$a" --force --log-level=ERROR || exit 1; done
 	@echo "Released: $(ASSIGNMENTS)"
 
 solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s each)
@@ -44,7 +44,7 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 	    nbgrader generate_feedback "$$a" --force --log-level=WARN || exit 1; \
 	  fi; done
 
-grades: $(STAMP) ## Print the per-student, per-assignment grade table and save grades.csv (~5 s)
+grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import) (~5 s)
 	$(BIN)/python -m attention_course.grading table --csv grades.csv
 
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
@@ -57,8 +57,8 @@ bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions o
 	$(BIN)/python -m attention_course.grading bench
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
-	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)"
+	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv report
+	rm -rf gradebook.db grades.csv grades-canvas.csv report

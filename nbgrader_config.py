@@ -24,15 +24,42 @@ from nbgrader.preprocessors import (
 )
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
+from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.nbgrader_ext import DropStarterCode, HideHiddenTests, ReleaseStarterCode, TrustGradebook
+from attention_course.grading.nbgrader_ext import (
+    DropStarterCode, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
+)
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
+# nbgrader 0.9.6 and nbformat warn about their own internals on every hand-in (SQLAlchemy's
+# "not in session" autoflush notes, cells without ids in old notebooks): nothing an instructor can act on.
+import warnings  # noqa: E402
+
+from nbformat.warnings import MissingIDFieldWarning  # noqa: E402
+from sqlalchemy.exc import SAWarning  # noqa: E402
+
+warnings.filterwarnings("ignore", category=SAWarning)
+warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
+
 c.CourseDirectory.course_id = "attention-from-scratch"
+
+# --- Exchange (release, fetch, submit, collect, feedback) -----------------------
+# Out of the box the exchange is a folder of the course (exchange/, git-ignored), so the Assignment
+# List and `nbgrader release_assignment` / `fetch_assignment` / `submit` / `collect` work on one
+# machine. On JupyterHub, point every user at one shared folder (world-writable, sticky, like /tmp):
+# set NBGRADER_EXCHANGE_ROOT for the instructor's and the students' servers (README, "Exchange").
+import os  # noqa: E402
+
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "exchange")
+os.makedirs(c.Exchange.root, mode=0o777, exist_ok=True)  # nbgrader requires it to exist
 # The assignments, in teaching order, are listed once: ASSIGNMENTS in
 # attention_course/grading/course.py, which the Makefile and the tests iterate over.
 c.CourseDirectory.solution_directory = "solutions"
+# Files nbgrader never copies between folders: its defaults, plus the grader's fingerprint of a graded
+# hand-in (autograded/<student>/<assignment>/), which must not travel into feedback/ to students.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", FINGERPRINT]
 
 # --- Releasing -------------------------------------------------------------
 # Stock pipeline plus starter code (see attention_course/grading/nbgrader_ext.py).
@@ -47,6 +74,7 @@ c.GenerateAssignment.preprocessors = [
     ComputeChecksums,
     SaveCells,
     ClearHiddenTests,
+    QuietTestCells,
     ClearMarkScheme,
     ComputeChecksums,
     CheckCellMetadata,
@@ -58,6 +86,7 @@ c.GenerateSolution.preprocessors = [
     LockCells,
     DropStarterCode,
     ClearHiddenTests,
+    QuietTestCells,
     ClearOutput,
     ClearMarkScheme,
     Execute,
@@ -81,6 +110,20 @@ c.Autograde.autograde_preprocessors = [
 c.JudgedExecute.timeout = 60
 c.JudgedExecute.memory_limit = 4 * 2**30
 c.JudgedExecute.processes = 64
+
+# --- Validate (the students' button) ------------------------------------------
+# Validate runs a notebook in the student's own kernel and, stock, fails every test cell that printed
+# anything on stderr (a PyTorch UserWarning, say). Autograde judges tests outside that kernel, where
+# nothing printed can cost points; so that both agree, Validate drops stderr before it judges.
+# (nbgrader 0.9.6 does not expose Validator.preprocessors to configuration: its default list is extended.)
+from nbgrader.preprocessors import IgnorePattern  # noqa: E402
+from nbgrader.validator import Validator  # noqa: E402
+
+_validate_steps = Validator.class_traits()["preprocessors"].default_args[0]
+if IgnorePattern not in _validate_steps:
+    _validate_steps.append(IgnorePattern)
+c.IgnorePattern.enabled = True
+c.IgnorePattern.pattern = r"(?s)."
 
 # --- Feedback --------------------------------------------------------------
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for

@@ -154,3 +154,27 @@ def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
         assert (check.passed, check.graded) == (full, len(g.students)), check.name
         assert check.summary and check.name in page.read_text()
     assert [c.rate for c in checks] == sorted(c.rate for c in checks), "checks must be listed lowest pass rate first"
+
+
+@pytest.mark.parametrize("assignment", GRADED[:1])
+def test_grades_export_for_canvas(graded, assignment, tmp_path):
+    """`make grades` also writes grades-canvas.csv in the layout Canvas's gradebook import reads."""
+    import csv
+    import subprocess
+    import sys
+
+    g = graded(assignment)
+    out = tmp_path / "canvas.csv"
+    subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(g.course), "table",
+                    "--csv", str(tmp_path / "grades.csv"), "--canvas", str(out)], check=True, capture_output=True)
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    header, points, students = rows[0], rows[1], rows[2:]
+    assert header[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"], header
+    assert header[5:] == [assignment] and points[0] == "Points Possible"
+    assert float(points[5]) == sum(m for s, m, _ in g.scores["complete"].values())
+    by_login = {r[3]: r for r in students}
+    assert sorted(by_login) == sorted(g.students)
+    for student in g.students:
+        total = sum(s for s, _, _ in g.scores[student].values())
+        assert abs(float(by_login[student][5]) - total) < 0.01, student

@@ -146,3 +146,21 @@ def test_demo_roster_deals_submissions_to_named_students():
     assert roster["demo-complete"] == COMPLETE and roster["demo-blank"] == BLANK
     assert [roster[s] for s in DEMO_STUDENTS[:2]] == [subs[0], subs[2]]
     assert all(roster[s] == COMPLETE for s in DEMO_STUDENTS[2:])
+
+
+def test_feedback_shows_printed_output_as_text(tmp_path, monkeypatch):
+    """The outputs of a student's own cells reach feedback as text, not as the lists of lines a notebook
+    file stores them in."""
+    import json
+
+    from attention_course.grading.nbgrader_ext import submitted_outputs
+
+    folder = tmp_path / "submitted" / "ann" / "a1"
+    folder.mkdir(parents=True)
+    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1, "source": ["print('x')\n", "print('y')"],
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["x\n", "y\n"]}]}
+    nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (folder / "nb.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    found = submitted_outputs("ann", "a1", "nb")
+    assert found["print('x')\nprint('y')"][0][0]["text"] == "x\ny\n"

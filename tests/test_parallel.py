@@ -99,3 +99,27 @@ def test_postgresql_gradebook_with_several_workers(demo, tmp_path):
         assert "Nothing to grade" in again.stderr, again.stderr[-3000:]
     finally:
         server.stop()
+
+
+def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out_of_feedback(tmp_path):
+    """A fresh course folder with hand-ins but no release: ``make autograde`` puts the assignment into
+    the gradebook itself (without writing release/), grades, and prints no library warnings; feedback
+    carries no grader files."""
+    from attention_course.grading.submissions import COMPLETE
+
+    a = ASSIGNMENTS[0]
+    course = new_course(tmp_path, [a])
+    mistake = next(s for s in load_catalogue(catalogue_path(a)) if s.is_mistake)
+    write_class(course, a, {"ann": COMPLETE, "ben": mistake})
+    run = course_autograde(course)
+    assert f"{a} is not in the gradebook yet: registering it" in run.stderr and "Graded 2" in run.stderr, \
+        run.stderr[-3000:]
+    assert not (course / "release").exists(), "registering must not write release/"
+    for noise in ("Warning:", "SAWarning", "MissingIDFieldWarning"):
+        assert noise not in run.stderr, f"autograde printed library warnings:\n{run.stderr[-3000:]}"
+    scores = read_scores(course, a)
+    assert all(s == m for s, m, manual in scores["ann"].values() if not manual)
+    assert any(s < m for s, m, manual in scores["ben"].values() if not manual)
+    nbgrader(course, "generate_feedback", a, "--force")
+    shipped = [p.name for p in (course / "feedback").rglob("*") if p.is_file()]
+    assert shipped and all(name.endswith(".html") for name in shipped), shipped

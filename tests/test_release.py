@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading.course import ROOT, available
+from attention_course.grading.course import ROOT, available, catalogue_path
 from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
-from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, read_notebook
+from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, load_catalogue, read_notebook
 
 from harness import masters, nbgrader, new_course, split_master, trains_a_model
 
@@ -72,6 +72,22 @@ def test_release_holds_no_solution_and_no_hidden_tests(assignment):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_released_test_cells_show_no_result(assignment):
+    """A released test cell never ends with a bare value (a docstring left alone once its hidden tests are
+    removed would show as Out[n] and make Validate try to read it as a score)."""
+    for name, path in files(ROOT / "release" / assignment).items():
+        if not name.endswith(".ipynb"):
+            continue
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            md = cell["metadata"].get("nbgrader", {})
+            if cell["cell_type"] == "code" and md.get("grade") and not md.get("solution"):
+                body = ast.parse("".join(cell["source"])).body
+                last = body[-1] if body else None
+                ends_in_check = isinstance(last, ast.Expr) and isinstance(last.value, ast.Call)
+                assert not isinstance(last, ast.Expr) or ends_in_check, f"{md['grade_id']} shows a result when run"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_solutions_run_and_hold_no_hidden_tests(regenerated, assignment):
     for path in (regenerated / "solutions" / assignment).glob("*.ipynb"):
         nb = read_notebook(path)
@@ -113,6 +129,24 @@ def test_validate_tells_students_where_they_stand(regenerated, assignment, tmp_p
         assert "Success! Your notebook passes all the tests." in ok.stdout, ok.stdout[-2000:]
         blank = nbgrader(regenerated, "validate", str(regenerated / "release" / assignment / path.name), check=False)
         assert "VALIDATION FAILED" in blank.stdout and "NotImplementedError" in blank.stdout, blank.stdout[-2000:]
+
+
+ALTERNATIVES = [(a, s) for a in ASSIGNMENTS if catalogue_path(a).exists()
+                for s in load_catalogue(catalogue_path(a)) if not s.is_mistake]
+
+
+@pytest.mark.parametrize("assignment,sub", ALTERNATIVES, ids=lambda x: getattr(x, "name", x))
+def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignment, sub, tmp_path):
+    """Every alternative correct answer of the catalogue (which autograde gives every point) passes
+    Validate too, the one whose PyTorch code prints a warning on stderr included."""
+    from attention_course.grading.submissions import apply_submission, write_notebook
+
+    for name, nb in (sub.transform or (lambda n: n))(apply_submission(masters(assignment), sub)).items():
+        path = tmp_path / name
+        write_notebook(nb, path)
+        result = nbgrader(regenerated, "validate", str(path), check=False)
+        assert "Success! Your notebook passes all the tests." in result.stdout, \
+            f"{sub.description}: Validate says\n{result.stdout[-2000:]}"
 
 
 def late_hidden_helpers(source: str) -> set[str]:

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import ROOT, available, catalogue_path, format_table, gradebook_url, score_table, write_csv
+from .course import ROOT, available, canvas_table, catalogue_path, format_table, gradebook_url, score_table, write_csv
 from .submissions import demo_roster, load_catalogue, write_class
 
 
@@ -36,6 +36,8 @@ def main(argv=None) -> int:
                    add_help=False)
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
+    table.add_argument("--canvas", type=Path, default=Path("grades-canvas.csv"),
+                       help="where to save the scores for Canvas's gradebook import (default: grades-canvas.csv)")
     table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
@@ -79,7 +81,9 @@ def main(argv=None) -> int:
     print(format_table(header, rows))
     csv_path = args.csv if args.csv.is_absolute() else course / args.csv
     write_csv(csv_path, header, rows)
-    print(f"\nSaved {csv_path}")
+    canvas_path = args.canvas if args.canvas.is_absolute() else course / args.canvas
+    write_csv(canvas_path, *canvas_table(db, available(course)))
+    print(f"\nSaved {csv_path} and {canvas_path} (for Canvas: Grades > Import)")
     return 0
 
 

@@ -98,17 +98,43 @@ def plan(course: Path, assignments: list[str], db_url: str, course_id: str, forc
     return todo, skipped
 
 
-def prepare_gradebook(db_url: str, course_id: str, assignments: list[str], students: set[str]) -> None:
-    """Check every assignment is in the gradebook and add missing students, before workers write at once."""
+def register(course: Path, db_url: str, assignment: str) -> None:
+    """Put an assignment into the gradebook as ``nbgrader generate_assignment`` would (its notebooks,
+    cells, checksums), writing the student version into a scratch folder rather than ``release/``."""
+    import tempfile
+
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+
+    with tempfile.TemporaryDirectory(prefix="attention-register-") as scratch:
+        app = NbGrader()
+        app.initialize([])
+        app.config.CourseDirectory.root = str(course)
+        app.config.CourseDirectory.db_url = db_url
+        app.config.CourseDirectory.release_directory = scratch
+        app.log.setLevel("ERROR")
+        result = NbGraderAPI(parent=app).generate_assignment(assignment, force=True, create=True)
+    if not result.get("success"):
+        raise SystemExit(f"{assignment} could not be put into the gradebook {db_url}:\n"
+                         f"{result.get('error') or result.get('log')}")
+
+
+def prepare_gradebook(course: Path, db_url: str, course_id: str, assignments: list[str], students: set[str],
+                      stream=sys.stderr) -> None:
+    """Register assignments the gradebook lacks and add missing students, before workers write at once."""
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url, course_id) as gb:
+        missing = []
         for assignment in assignments:
             try:
                 gb.find_assignment(assignment)
             except MissingEntry:
-                raise SystemExit(f"{assignment} is not in the gradebook {db_url}: release it into this gradebook "
-                                 f"first (nbgrader generate_assignment {assignment} --db={db_url})") from None
+                missing.append(assignment)
+    for assignment in missing:
+        stream.write(f"{assignment} is not in the gradebook yet: registering it from source/{assignment}\n")
+        register(course, db_url, assignment)
+    with Gradebook(db_url, course_id) as gb:
         known = {s.id for s in gb.students}
         for student in sorted(students - known):
             gb.add_student(student)
@@ -229,7 +255,8 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     if not todo:
         stream.write("Nothing to grade.\n")
         return summary
-    prepare_gradebook(db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo})
+    prepare_gradebook(course, db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo},
+                      stream)
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
     summary["workers"] = workers
     stream.write(f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))} "

@@ -139,6 +139,33 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
     return header, rows
 
 
+#: The columns a Canvas gradebook import needs before the assignments' (Canvas matches students by
+#: "SIS Login ID", or "ID", Canvas's own user id, when an instructor has put it into nbgrader).
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+def canvas_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[list]]:
+    """Scores in the layout of Canvas's gradebook import: the student columns, one column per
+    assignment (new assignments to Canvas, named by their id), a "Points Possible" row first.
+    A student with no submission of an assignment gets a blank cell, which Canvas leaves unchanged."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url) as gb:
+        graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
+        maxima = [gb.find_assignment(a).max_score for a in graded]
+        rows = [["Points Possible", "", "", "", ""] + [f"{m:g}" for m in maxima]]
+        for student in sorted(gb.students, key=lambda s: s.id):
+            name = ", ".join(p for p in (student.last_name, student.first_name) if p) or student.id
+            row = [name, student.lms_user_id or "", student.id, student.id, ""]
+            for a in graded:
+                try:
+                    row.append(f"{round(gb.find_submission(a, student.id).score, 2):g}")
+                except MissingEntry:
+                    row.append("")
+            rows.append(row)
+    return CANVAS_COLUMNS + graded, rows
+
+
 def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)

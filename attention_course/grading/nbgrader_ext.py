@@ -90,6 +90,34 @@ class ReleaseStarterCode(NbGraderPreprocessor):
         return cell, resources
 
 
+class QuietTestCells(NbGraderPreprocessor):
+    """In the release, a test cell whose hidden tests were removed may hold nothing but its opening
+    docstring, which Jupyter would echo as the cell's result (``Out[n]``) and nbgrader's Validate would
+    try to read as a score. Such a docstring becomes a comment; the gradebook keeps the cell as written."""
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+            cell.source = quiet_docstring(cell.source)
+        return cell, resources
+
+
+def quiet_docstring(source: str) -> str:
+    """``source`` with its opening docstring turned into comments when it is the cell's last statement."""
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return source
+    last = body[-1] if body else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Constant) and isinstance(last.value.value, str)
+            and last is body[0]):
+        return source
+    lines = source.split("\n")
+    text = [f"# {line}".rstrip() for line in last.value.value.strip().split("\n")]
+    return "\n".join(lines[: last.lineno - 1] + text + lines[last.end_lineno:])
+
+
 class DropStarterCode(ReleaseStarterCode):
     """The solutions' variant of :class:`ReleaseStarterCode`: starter blocks are removed."""
 
@@ -137,21 +165,23 @@ class HideHiddenTests(NbGraderPreprocessor):
 
 
 def submitted_outputs(student, assignment, notebook) -> dict:
-    """Outputs of the code cells of a submitted notebook, by source (empty if it cannot be read)."""
+    """Outputs of the code cells of a submitted notebook, by source (empty if it cannot be read).
+
+    Read with nbformat, so that outputs stored as lists of lines (as every notebook file keeps them)
+    come back as the strings the HTML exporter shows."""
+    import nbformat
+
     found: dict = {}
     if not (student and assignment and notebook):
         return found
     path = os.path.join("submitted", student, assignment, f"{notebook}.ipynb")
     try:
-        with open(path, encoding="utf-8") as f:
-            nb = json.load(f)
-        for cell in nb.get("cells", []):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
             if cell.get("cell_type") == "code":
-                src = cell.get("source", "")
-                src = "".join(src) if isinstance(src, list) else str(src)
                 outputs = [o for o in cell.get("outputs", []) if isinstance(o, dict)]
-                found.setdefault(src, []).append(outputs)
-    except (OSError, ValueError, AttributeError, TypeError):
+                found.setdefault(cell.source, []).append(outputs)
+    except Exception:  # whatever is wrong with the hand-in, its feedback shows no old outputs
         return {}
     return found
 
