@@ -27,7 +27,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.nbgrader_ext import (
-    DropStarterCode, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
+    DropStarterCode, FeedbackStyle, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
 )
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
@@ -128,4 +128,4 @@ c.IgnorePattern.pattern = r"(?s)."
 # --- Feedback --------------------------------------------------------------
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for
 # the student's own cells the outputs of the notebook they handed in, never autograde-time output.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor, FeedbackStyle]

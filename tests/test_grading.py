@@ -15,7 +15,7 @@ import re
 import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
-from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER
+from attention_course.grading.nbgrader_ext import FEEDBACK_CSS, HIDDEN_PLACEHOLDER
 from attention_course.grading.submissions import load_catalogue, read_notebook
 
 from conftest import GRADED
@@ -110,6 +110,9 @@ def test_feedback_shows_no_hidden_source(graded, assignment):
     # lines) are removed. Students' own cells keep theirs.
     text = g.feedback_text("blank")
     assert "NotImplementedError" in text and HIDDEN_PLACEHOLDER.lstrip("# ") in text
+    # a failed check's message (one long line) wraps within the page: the course's CSS is in every page
+    for page in (g.course / "feedback" / "blank" / assignment).glob("*.html"):
+        assert FEEDBACK_CSS.strip() in page.read_text(encoding="utf-8"), f"{page.name} lacks the course's CSS"
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if "warning" in c[1].name],

@@ -164,6 +164,26 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
+#: Feedback styling of this course: a failed check's message (one long line, with the misconception
+#: named at its end) wraps within the page instead of running past its right edge.
+FEEDBACK_CSS = """
+div.output_area pre, div.output_subarea pre, div.output_error pre {
+  white-space: pre-wrap;
+  overflow-wrap: anywhere;
+}
+div.output_subarea { max-width: 100%; overflow-x: visible; }
+"""
+
+
+class FeedbackStyle(NbGraderPreprocessor):
+    """Add the course's CSS (``FEEDBACK_CSS``) to the styles nbconvert inlines into each feedback page.
+    Runs after nbconvert's ``CSSHTMLHeaderPreprocessor``, which collects them."""
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(FEEDBACK_CSS)
+        return nb, resources
+
+
 def submitted_outputs(student, assignment, notebook) -> dict:
     """Outputs of the code cells of a submitted notebook, by source (empty if it cannot be read).
 
