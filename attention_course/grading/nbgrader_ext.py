@@ -214,7 +214,8 @@ def master_order(assignment: str, notebook: str, names: list[str]) -> list[str]:
             master = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in json.load(f)["cells"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return list(names)
-    ordered = [n for n in master if n in set(names)]
+    known = set(names)
+    ordered = [n for n in master if n in known]
     for i, name in enumerate(names):
         if name not in ordered:
             before = next((names[j] for j in range(i - 1, -1, -1) if names[j] in ordered), None)
