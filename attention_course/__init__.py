@@ -18,6 +18,9 @@ from .checks import (
 )
 from .data import projection_params, toy_msa, toy_sentence
 from .plotting import plot_attention, plot_matrices
+from ._notebook import install as _install
+
+_install()  # in a notebook, a failed check's traceback ends at the student's code (see _notebook.py)
 
 __all__ = [
     "assert_close",

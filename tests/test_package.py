@@ -164,3 +164,34 @@ def test_feedback_shows_printed_output_as_text(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     found = submitted_outputs("ann", "a1", "nb")
     assert found["print('x')\nprint('y')"][0][0]["text"] == "x\ny\n"
+
+
+def test_failed_check_shows_the_students_line_and_the_message_not_the_checks_code():
+    """In a real kernel a failed check's traceback ends at the student's line; a student's own assert
+    keeps every frame; and the cell still counts as failed (Validate and nbclient see the error)."""
+    import re
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    cells = [
+        "import numpy as np\nfrom attention_course import assert_close, check_shape",
+        "A = np.zeros((2, 3))\nassert_close(A, np.ones((2, 3)), 'A')",
+        "check_shape(np.zeros(4), (2, 2), 'B')",
+        "def mine():\n    assert 1 == 2, 'my own'\nmine()",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells])
+    NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120).execute()
+    plain = []
+    for cell in nb.cells[1:]:
+        (err,) = [o for o in cell.outputs if o.output_type == "error"]
+        assert err.ename == "AssertionError"
+        plain.append(re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(err.traceback)))
+    for text, line in zip(plain[:2], ["assert_close(A, np.ones((2, 3)), 'A')", "check_shape(np.zeros(4)"]):
+        assert line in text and "checks.py" not in text and "raise AssertionError" not in text, text
+    assert "A: 6 of 6 entries differ" in plain[0] and "B has shape (4,)" in plain[1]
+    assert "in mine()" in plain[2] and "assert 1 == 2, 'my own'" in plain[2]
+    with pytest.raises(CellExecutionError):
+        NotebookClient(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells[:2]]),
+                       kernel_name="python3", timeout=120).execute()
