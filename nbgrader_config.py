@@ -14,7 +14,6 @@ from nbgrader.preprocessors import (
     ClearSolutions,
     ComputeChecksums,
     Execute,
-    GetGrades,
     IncludeHeaderFooter,
     InstantiateTests,
     LimitOutput,
@@ -27,7 +26,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.nbgrader_ext import (
-    DropStarterCode, FeedbackStyle, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
+    DropStarterCode, FeedbackStyle, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
 )
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
@@ -126,6 +125,18 @@ c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"(?s)."
 
 # --- Feedback --------------------------------------------------------------
+# Pages that work offline: formulas become MathML (TypesetMath, also in Formgrader) and the course's
+# feedback template (attention_course/grading/templates/feedback) loads nothing from the network and
+# shows "not graded yet" for a written answer no one has scored. nbgrader's own templates stay second
+# in the search path for Formgrader's pages.
+import nbgrader  # noqa: E402
+
+from attention_course.grading.mathml import TypesetMath  # noqa: E402
+from attention_course.grading.nbgrader_ext import TEMPLATES  # noqa: E402
+
+c.HTMLExporter.preprocessors = [TypesetMath]
+c.HTMLExporter.extra_template_basedirs = [
+    TEMPLATES, os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates")]
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for
 # the student's own cells the outputs of the notebook they handed in, never autograde-time output.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor, FeedbackStyle]
+c.GenerateFeedback.preprocessors = [GetGradesShowPending, HideHiddenTests, CSSHTMLHeaderPreprocessor, FeedbackStyle]

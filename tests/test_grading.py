@@ -16,7 +16,7 @@ import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
 from attention_course.grading.nbgrader_ext import FEEDBACK_CSS, HIDDEN_PLACEHOLDER
-from attention_course.grading.submissions import load_catalogue, read_notebook
+from attention_course.grading.submissions import BLANK, COMPLETE, load_catalogue, read_notebook
 
 from conftest import GRADED
 from harness import masters, split_master, trains_a_model
@@ -113,6 +113,34 @@ def test_feedback_shows_no_hidden_source(graded, assignment):
     # a failed check's message (one long line) wraps within the page: the course's CSS is in every page
     for page in (g.course / "feedback" / "blank" / assignment).glob("*.html"):
         assert FEEDBACK_CSS.strip() in page.read_text(encoding="utf-8"), f"{page.name} lacks the course's CSS"
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_feedback_pages_work_offline_and_say_what_waits_for_a_grader(graded, assignment):
+    """Feedback loads nothing from the network: every formula of the master arrives as MathML, no raw TeX
+    delimiter is left in a text cell, and a written answer no one has scored says so instead of 0."""
+    g = graded(assignment)
+    formulas = sum(len(re.findall(r"\$\$.+?\$\$|\$[^$\n]+\$", "".join(c["source"]), re.S))
+                   for nb in masters(assignment).values() for c in nb["cells"] if c["cell_type"] == "markdown")
+    written = sum(1 for nb in masters(assignment).values() for c in nb["cells"]
+                  if c["cell_type"] == "markdown" and c["metadata"].get("nbgrader", {}).get("grade"))
+    for student in (COMPLETE, BLANK):
+        for page in (g.course / "feedback" / student / assignment).glob("*.html"):
+            html = page.read_text(encoding="utf-8")
+            assert not re.findall(r"<script[^>]+src=|<link[^>]+href=\"?(https?:)?//", html), \
+                f"{page.name} loads from the network"
+            markdown = " ".join(re.findall(r'<div class="text_cell_render[^>]*>(.*?)</div>', html, re.S))
+            assert "$" not in re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", markdown, flags=re.S), \
+                f"{page.name} leaves raw TeX in a text cell"
+            assert html.count("<math") >= formulas
+            # an answered question waits for a grader; an unanswered one (left as released) is scored 0
+            entries = re.findall(r"Written response</a> \(([^)]*)\)", html)
+            assert len(entries) == written, entries
+            if student == COMPLETE:
+                assert all(e.endswith("points, not graded yet") for e in entries), entries
+                assert not written or re.search(r"\d+ answers? worth [\d.]+ points (is|are) not graded yet", html)
+            else:
+                assert all(e.startswith("Score: 0.0 / ") for e in entries), entries
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if "warning" in c[1].name],

@@ -6,6 +6,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re
+
 import nbformat
 import numpy as np
 import pytest
@@ -195,3 +197,16 @@ def test_failed_check_shows_the_students_line_and_the_message_not_the_checks_cod
     with pytest.raises(CellExecutionError):
         NotebookClient(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells[:2]]),
                        kernel_name="python3", timeout=120).execute()
+
+
+def test_typeset_math_turns_tex_into_mathml_and_leaves_code_alone():
+    from attention_course.grading.mathml import typeset
+
+    out = typeset("Scale by $\\sqrt{d_k}$; it costs \\$5.\n\n$$A = \\frac{QK^\\top}{\\sqrt{d_k}}$$\n\n"
+                  "`x = '$a$'` and\n```\ny = '$b$'\n```\n")
+    assert out.count("<math") == 2 and 'display="block"' in out and "<msqrt>" in out
+    assert "\\$5" in out and "`x = '$a$'`" in out and "y = '$b$'" in out
+    # the MathML holds nothing Markdown would read as emphasis or code
+    for math in re.findall(r"<math.*?</math>", out):
+        assert not re.search(r">[^<]*[*_`\\\\$][^<]*<", math), math
+    assert typeset("price: $ 5 and $ 6") == "price: $ 5 and $ 6"  # not a formula

@@ -24,7 +24,8 @@ import os
 import re
 
 from nbgrader import utils
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
 BEGIN_STARTER = "### BEGIN STARTER"
@@ -32,6 +33,8 @@ END_STARTER = "### END STARTER"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
+#: The course's nbconvert templates (the feedback page), searched before nbgrader's own.
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
 def replace_blocks(source: str, begin: str, end: str, keep) -> str:
@@ -175,13 +178,28 @@ div.output_subarea { max-width: 100%; overflow-x: visible; }
 """
 
 
-class FeedbackStyle(NbGraderPreprocessor):
+class FeedbackStyle(Preprocessor):
     """Add the course's CSS (``FEEDBACK_CSS``) to the styles nbconvert inlines into each feedback page.
-    Runs after nbconvert's ``CSSHTMLHeaderPreprocessor``, which collects them."""
+    Runs after nbconvert's ``CSSHTMLHeaderPreprocessor``, which collects them. (A plain nbconvert
+    preprocessor: nbgrader's base class would reject the exporter's display settings with a warning.)"""
+
+    enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb, resources):
         resources.setdefault("inlining", {}).setdefault("css", []).append(FEEDBACK_CSS)
         return nb, resources
+
+
+class GetGradesShowPending(GetGrades):
+    """nbgrader's ``GetGrades``, except that a cell still waiting for a grader (a written answer no one has
+    scored) gets ``score = None`` instead of the gradebook's 0, so that its feedback says "not graded yet"."""
+
+    def _get_score(self, cell, resources):
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(
+            cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
+        if grade.needs_manual_grade:
+            cell.metadata.nbgrader["score"] = None
 
 
 def submitted_outputs(student, assignment, notebook) -> dict:
