@@ -41,7 +41,7 @@ autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand
 feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
 	@for a in $(ASSIGNMENTS); do \
 	  if compgen -G "autograded/*/$$a" > /dev/null; then \
-	    nbgrader generate_feedback "$$a" --force --log-level=WARN || exit 1; \
+	    nbgrader generate_feedback "$$a" --force --log-level=ERROR || exit 1; \
 	  fi; done
 
 grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import) (~5 s)
@@ -50,7 +50,7 @@ grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
 	$(BIN)/python -m attention_course.grading report --out report
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL (~21 min, 2 cores)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, browser (~23 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~6 min)

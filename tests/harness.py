@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import subprocess
@@ -43,6 +44,35 @@ def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
 def trains_a_model(assignment: str) -> bool:
     """Whether a master shortens training under NBGRADER_EXECUTION."""
     return any("NBGRADER_EXECUTION" in "".join(c["source"]) for nb in masters(assignment).values() for c in nb["cells"])
+
+
+COURSE_ID = "attention-from-scratch"
+
+
+def as_student(home, user: str, exchange, *args: str) -> subprocess.CompletedProcess:
+    """An nbgrader command run by a student: their own folder, the course's exchange, and their id (every
+    test student is the same system user here; on JupyterHub each one's user name is their id)."""
+    env = dict(os.environ, USER=user, LOGNAME=user, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("JUPYTERHUB_USER", None)
+    quiet = [] if args[0] == "list" else ["--log-level=WARN"]  # `list` tells what it finds in its log
+    if args[0] in ("submit", "fetch_feedback"):
+        quiet.append(f"--student={user}")
+    proc = subprocess.run([str(BIN / "nbgrader"), *args, f"--course={COURSE_ID}", f"--Exchange.root={exchange}",
+                           *quiet], cwd=home, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def answer_into(fetched: Path, answered: dict) -> None:
+    """Write the answers of notebook ``answered`` into the released notebook ``fetched`` a student works in
+    (its cells, ids and metadata kept: only the source of solution cells changes)."""
+    released = read_notebook(fetched)
+    by_id = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in answered["cells"]}
+    for cell in released["cells"]:
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid and gid in by_id and cell["metadata"]["nbgrader"].get("solution"):
+            cell["source"] = by_id[gid]["source"]
+    fetched.write_text(json.dumps(released), encoding="utf-8")
 
 
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

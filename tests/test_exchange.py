@@ -7,31 +7,12 @@ autogrades with the course command, writes and releases feedback; each student f
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 from attention_course.grading.course import available, catalogue_path
-from attention_course.grading.submissions import apply_submission, load_catalogue, read_notebook, solved_notebook
+from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
 
-from harness import BIN, course_autograde, masters, nbgrader, new_course, read_scores
+from harness import answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores
 
 A = available()[0]
-COURSE_ID = "attention-from-scratch"
-
-
-def as_student(home, user: str, exchange, *args: str) -> subprocess.CompletedProcess:
-    """An nbgrader command run by a student: their own folder, the course's exchange, and their id (every
-    test student is the same system user here; on JupyterHub each one's user name is their id)."""
-    env = dict(os.environ, USER=user, LOGNAME=user, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("JUPYTERHUB_USER", None)
-    quiet = [] if args[0] == "list" else ["--log-level=WARN"]  # `list` tells what it finds in its log
-    if args[0] in ("submit", "fetch_feedback"):
-        quiet.append(f"--student={user}")
-    proc = subprocess.run([str(BIN / "nbgrader"), *args, f"--course={COURSE_ID}", f"--Exchange.root={exchange}",
-                           *quiet], cwd=home, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{proc.stderr[-3000:]}"
-    return proc
 
 
 def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
@@ -54,14 +35,7 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
         for name, nb in notebooks.items():
             fetched = home / A / name
             assert fetched.is_file(), f"{user} did not receive {name}"
-            released = read_notebook(fetched)
-            # the student works in the released notebook: answers go into its cells (ids and metadata kept)
-            by_id = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
-            for cell in released["cells"]:
-                gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
-                if gid and gid in by_id and cell["metadata"]["nbgrader"].get("solution"):
-                    cell["source"] = by_id[gid]["source"]
-            fetched.write_text(json.dumps(released), encoding="utf-8")
+            answer_into(fetched, nb)
         as_student(home, user, exchange, "submit", A)
 
     nbgrader(course, "collect", A)

@@ -1,0 +1,395 @@
+"""What students and instructors see, tried in a real browser: the OS's Chromium driven by Playwright.
+
+Two JupyterLab servers run on loopback with a token, as on a course's JupyterHub: the instructor's on a
+scratch course, and a student's (``ada``) on her own folder, both pointed at the course's exchange.
+The flows run in order and share that state:
+
+1. ada fetches the assignment from the Assignment List;
+2. she opens it, runs all (a stub raises ``NotImplementedError``), fills one function by typing, its
+   visible checks pass; Validate lists the failing cells; a complete notebook validates with "Success!";
+3. she submits from the Assignment List (a second student submits a known mistake from the command line);
+4. the instructor collects, autogrades both from Formgrader, scores ada's written answer with a comment:
+   the score reaches the gradebook and the regenerated feedback;
+5. the feedback page, opened with no network: every failed check's message fits in the page, formulas are
+   typeset, no raw ``$$`` is left.
+
+Each step saves a screenshot into ``tests/screenshots/`` (git-ignored). Playwright cannot download its own
+browsers here: the tests launch the system's Chromium (``CHROMIUM`` or ``chromium`` on PATH).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from attention_course.grading.course import ROOT, available, catalogue_path
+from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook, write_notebook
+
+from harness import BIN, COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
+
+A = available()[0]
+NOTEBOOK = "self_attention.ipynb"
+SHOTS = ROOT / "tests" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian/Ubuntu: "
+                 "`sudo apt-get install chromium`) or set CHROMIUM=/path/to/chromium; `make test` then runs "
+                 "the browser suite. CI installs it in .ci/run.")
+#: A filled-in function, as ada types it.
+TYPED = '''def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    """Queries, keys and values: one token per row."""
+    Q = X @ W_q + b_q
+    K = X @ W_k + b_k
+    V = X @ W_v + b_v
+    return Q, K, V'''
+WRITTEN = "heatmap_answer"  # the written answer of 01 that the instructor scores by hand
+
+if CHROMIUM is None:
+    if os.environ.get("CI"):
+        raise RuntimeError(HOW_TO_ENABLE)
+    pytest.skip(HOW_TO_ENABLE, allow_module_level=True)
+
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A JupyterLab server on loopback with a token, in its own process group, with a private home."""
+
+    def __init__(self, home: Path, root: Path, user: str):
+        self.token, self.port, self.root = secrets.token_hex(16), free_port(), root
+        settings = home / "lab-settings"
+        for name, value in {"notebook-extension/tracker": {"windowingMode": "none"},  # every cell in the DOM
+                            "apputils-extension/notification": {"fetchNews": "false"}}.items():
+            path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(value))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+        env.update(HOME=str(home), USER=user, LOGNAME=user, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+                   JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+                   JUPYTER_CONFIG_DIR=str(home / ".jupyter"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
+        self.log = open(home / f"lab-{user}.log", "w")
+        self.proc = subprocess.Popen(
+            [str(BIN / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+             *(["--allow-root"] if os.getuid() == 0 else [])],
+            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(self.url("api/status"), timeout=2)
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"JupyterLab did not start: {(home / f'lab-{user}.log').read_text()[-3000:]}")
+                time.sleep(0.5)
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"http://127.0.0.1:{self.port}/{path}{sep}token={self.token}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # the server shuts its kernels down
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The course (released into its exchange), ada's folder, both servers and one browser."""
+    tmp = tmp_path_factory.mktemp("browser")
+    course = new_course(tmp, [A])
+    nbgrader(course, "generate_assignment", A, "--force")
+    nbgrader(course, "release_assignment", A, "--force")
+    exchange = course / "exchange"
+    ada = tmp / "ada"
+    ada.mkdir()
+    # what a JupyterHub gives each student: the course's id, its exchange, and her own id
+    (ada / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = {COURSE_ID!r}\n"
+        f"c.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.student_id = 'ada'\n")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    labs = []
+    with sync_playwright() as p:
+        # no background traffic: this machine's network is closed, and the pages must work without one
+        quiet = ["--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", "--disable-quic", "--disable-gpu"]
+        browser = p.chromium.launch(executable_path=CHROMIUM,
+                                    args=quiet + (["--no-sandbox"] if os.getuid() == 0 else []))
+        try:
+            labs.append(Lab(tmp / "home-ada", ada, "ada"))
+            labs.append(Lab(tmp / "home-instructor", course, "instructor"))
+            yield dict(course=course, exchange=exchange, ada=ada, student=labs[0], instructor=labs[1],
+                       browser=browser, tmp=tmp)
+        finally:
+            for lab in labs:
+                lab.stop()
+            browser.close()
+
+
+def page_of(world, width=1440, height=900):
+    page = world["browser"].new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(60_000)
+    return page
+
+
+def shot(page, name: str, **kwargs):
+    page.screenshot(path=str(SHOTS / f"{name}.png"), **kwargs)
+
+
+def open_assignment_list(page, lab: Lab):
+    page.goto(lab.url("lab"))
+    page.get_by_text("Nbgrader", exact=True).click()
+    page.get_by_text("Assignment List", exact=True).click()
+    return page.locator("#nbgrader-assignment-list, .lm-Widget#nbgrader-assignment-list").first
+
+
+def idle(page, timeout=180_000):
+    """Wait until the notebook's kernel has finished everything it was asked to run."""
+    page.wait_for_function(
+        "() => { const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+        " return e && e.dataset.status === 'idle' }", timeout=timeout)
+
+
+def open_notebook(page, lab: Lab, path: str):
+    page.goto(lab.url(f"lab/tree/{path}"))
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+    idle(page)
+
+
+def code_cell(page, text: str):
+    return page.locator(".jp-CodeCell").filter(has_text=text)
+
+
+def validate(page) -> str:
+    """Save, press the notebook's Validate button and return the dialog's text (the dialog is closed)."""
+    page.keyboard.press("Control+S")
+    page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for(timeout=300_000)
+    expect(dialog).to_contain_text(re.compile(r"Success|failed|error", re.I), timeout=300_000)
+    return dialog.inner_text()
+
+
+def test_1_student_fetches_from_the_assignment_list(world):
+    page = page_of(world)
+    open_assignment_list(page, world["student"])
+    released = page.locator("#released_assignments_list")
+    expect(released).to_contain_text(A)
+    expect(released).to_contain_text(COURSE_ID)
+    shot(page, "1-assignment-list")
+    released.get_by_role("button", name="Fetch").click()
+    expect(page.locator("#fetched_assignments_list")).to_contain_text(A)
+    shot(page, "1-fetched")
+    assert (world["ada"] / A / NOTEBOOK).is_file()
+    page.close()
+
+
+def test_2_student_runs_fills_one_function_and_validates(world):
+    page = page_of(world)
+    open_notebook(page, world["student"], f"{A}/{NOTEBOOK}")
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='restart-and-run']").click()
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    page.wait_for_timeout(1000)
+    idle(page)
+    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    expect(errors.first).to_contain_text("NotImplementedError")
+    errors.first.scroll_into_view_if_needed()
+    shot(page, "2-run-all-stops-at-a-stub")
+
+    # ada replaces the stub of project_qkv by typing, then runs it and the cells below it
+    stub = code_cell(page, "def project_qkv(")
+    stub.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(TYPED)
+    checks = [code_cell(page, '"""project_qkv returns Q [L, d_k]'), code_cell(page, '"""project_qkv computes X W + b')]
+    for _ in range(12):
+        page.keyboard.press("Shift+Enter")
+        page.wait_for_timeout(300)
+        idle(page)
+        if all(re.search(r"\[\d+\]", c.locator(".jp-InputPrompt").inner_text()) for c in checks):
+            break
+    for check in checks:
+        assert re.search(r"\[\d+\]", check.locator(".jp-InputPrompt").inner_text()), "a visible check did not run"
+        assert check.locator(".jp-OutputArea-output").count() == 0, check.locator(".jp-OutputArea").inner_text()
+    checks[1].scroll_into_view_if_needed()
+    shot(page, "2-visible-checks-pass")
+
+    # Validate: the notebook still has stubs, so the failing cells are listed
+    text = validate(page)
+    shot(page, "2-validate-lists-failing-cells")
+    assert "The following cell failed" in text and "NotImplementedError" in text
+    assert "project_qkv returns Q" not in text, "a visible check of the function ada filled is listed as failing"
+    page.locator(".jp-Dialog .jp-mod-accept, .jp-Dialog button").last.click()
+    page.close()
+
+    # she completes the notebook (the reference answers go into her cells) and validates again
+    answer_into(world["ada"] / A / NOTEBOOK, solved_notebook(masters(A)[NOTEBOOK]))
+    page = page_of(world)
+    open_notebook(page, world["student"], f"{A}/{NOTEBOOK}")
+    text = validate(page)
+    shot(page, "2-validate-success")
+    assert "Success" in text and "failed" not in text, text
+    page.close()
+
+
+def test_3_student_submits_from_the_assignment_list(world):
+    page = page_of(world)
+    open_assignment_list(page, world["student"])
+    fetched = page.locator("#fetched_assignments_list")
+    expect(fetched).to_contain_text(A)
+    fetched.get_by_role("button", name="Submit").click()
+    expect(page.locator("#submitted_assignments_list")).to_contain_text(A, timeout=60_000)
+    shot(page, "3-submitted")
+    page.close()
+    inbound = world["exchange"] / COURSE_ID / "inbound"
+    assert any(p.name.startswith(f"ada+{A}+") for p in inbound.iterdir())
+    # a second student hands in a known mistake from the command line
+    mistake = next(s for s in load_catalogue(catalogue_path(A)) if s.name == "v-uses-wq")
+    home = world["tmp"] / "bruno"
+    home.mkdir()
+    as_student(home, "bruno", world["exchange"], "fetch_assignment", A)
+    answer_into(home / A / NOTEBOOK, apply_submission(masters(A), mistake)[NOTEBOOK])
+    as_student(home, "bruno", world["exchange"], "submit", A)
+
+
+def modal_says(page, text: str):
+    modal = page.locator("#success-modal, #error-modal").last
+    modal.wait_for(timeout=600_000)
+    expect(modal).to_contain_text(text, timeout=600_000)
+    assert page.locator("#error-modal").count() == 0, page.locator("#error-modal").inner_text()
+    modal.locator("button").last.click()
+    modal.wait_for(state="detached")
+
+
+def gradebook_grade(course: Path, student: str):
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading.course import gradebook_url
+
+    with Gradebook(gradebook_url(course), COURSE_ID) as gb:
+        grade = gb.find_grade(WRITTEN, NOTEBOOK[:-6], A, student)
+        comment = gb.find_comment(WRITTEN, NOTEBOOK[:-6], A, student)
+        nb = gb.find_submission_notebook(NOTEBOOK[:-6], A, student)
+        return grade.manual_score, comment.manual_comment, nb.score, nb.max_score
+
+
+def submission_id(course: Path, student: str) -> str:
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading.course import gradebook_url
+
+    with Gradebook(gradebook_url(course), COURSE_ID) as gb:
+        return gb.find_submission_notebook(NOTEBOOK[:-6], A, student).id
+
+
+def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
+    lab = world["instructor"]
+    page = page_of(world)
+    page.goto(lab.url("lab"))
+    page.get_by_text("Nbgrader", exact=True).click()
+    page.get_by_text("Formgrader", exact=True).click()
+    expect(page.frame_locator("iframe").first.locator("body")).to_contain_text(A)
+    shot(page, "4-formgrader-in-lab")
+
+    page.goto(lab.url("formgrader/manage_assignments"))
+    row = page.locator("#main-table tr").filter(has_text=A)
+    row.locator("td.collect a").click()
+    modal_says(page, "Successfully collected")
+    assert sorted(p.name for p in (world["course"] / "submitted").iterdir()) == ["ada", "bruno"]
+
+    page.goto(lab.url(f"formgrader/manage_submissions/{A}"))
+    for student in ("ada", "bruno"):
+        page.locator("tr").filter(has_text=student).locator("td.autograde a").click()
+        modal_says(page, f"Successfully autograded '{A}' for student '{student}'")
+    page.reload()
+    shot(page, "4-autograded")
+    manual, comment, score, max_score = gradebook_grade(world["course"], "ada")
+    points_written = 5.0
+    assert score == max_score - points_written, "ada's complete notebook lost autograded points"
+
+    # the written answer: a score and a comment, typed into Formgrader
+    # Manual grading is anonymous ("Submission #n"): the instructor opens ada's from the list by its link
+    page.goto(lab.url(f"formgrader/gradebook/{A}/{NOTEBOOK[:-6]}"))
+    page.locator(f"a[href$='/formgrader/submissions/{submission_id(world['course'], 'ada')}']").first.click()
+    page.locator(f"input.score#{WRITTEN}").wait_for()
+    page.wait_for_load_state("networkidle")  # the grades are loaded after the page: typing earlier is lost
+    page.locator(f"input.score#{WRITTEN}").fill("4")
+    page.locator(f"input.score#{WRITTEN}").press("Tab")
+    page.locator(f"textarea#{WRITTEN}-comment").fill("Clear reading of the map: names the strongest pair.")
+    page.locator(f"textarea#{WRITTEN}-comment").press("Tab")
+    page.locator(f"input.score#{WRITTEN}").scroll_into_view_if_needed()
+    for _ in range(60):
+        manual, comment, score, max_score = gradebook_grade(world["course"], "ada")
+        if manual == 4 and comment:
+            break
+        time.sleep(0.5)
+    shot(page, "4-manual-score")
+    assert manual == 4 and comment == "Clear reading of the map: names the strongest pair.", (manual, comment)
+    assert score == max_score - 1
+
+    page.goto(lab.url("formgrader/manage_assignments"))
+    page.locator("#main-table tr").filter(has_text=A).locator("td.generate-feedback a").click()
+    modal_says(page, "Successfully generated feedback")
+    page.close()
+    html = (world["course"] / "feedback" / "ada" / A / f"{NOTEBOOK[:-6]}.html").read_text(encoding="utf-8")
+    assert "Clear reading of the map: names the strongest pair." in html
+    assert "Score: 4.0 / 5.0" in html and "not graded yet" not in html
+
+
+def test_5_feedback_page_reads_within_the_page_offline(world):
+    course = world["course"]
+    path = course / "feedback" / "bruno" / A / f"{NOTEBOOK[:-6]}.html"
+    assert path.is_file(), "no feedback for bruno"
+    page = page_of(world)
+    remote = []
+    page.route("**/*", lambda r: (remote.append(r.request.url), r.abort()) if not r.request.url.startswith("file:")
+               else r.continue_())
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    assert not remote, f"the feedback page asked the network for {remote}"
+    # every failed check's message stays within the page: its box, and every line inside it
+    boxes = page.evaluate("""() => [...document.querySelectorAll('.output_error pre')].map(p => {
+        const r = p.getBoundingClientRect(), c = document.querySelector('#notebook-container').getBoundingClientRect();
+        return {text: p.textContent, right: r.right, width: r.width, scroll: p.scrollWidth, client: p.clientWidth,
+                limit: Math.min(c.right, window.innerWidth)} })""")
+    assert boxes, "bruno's feedback shows no failed check"
+    for box in boxes:
+        assert box["scroll"] <= box["client"] + 1 and box["right"] <= box["limit"] + 1, box
+    mistake = next(b for b in boxes if "common mistake" in b["text"])
+    page.locator(".output_error pre").filter(has_text="common mistake").first.scroll_into_view_if_needed()
+    shot(page, "5-feedback-failed-check")
+    # formulas are typeset (MathML with a size), no raw TeX delimiters in text cells
+    sizes = page.evaluate("() => [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect().height)")
+    assert len(sizes) >= 5 and min(sizes) > 5, sizes
+    raw = page.evaluate("() => [...document.querySelectorAll('.text_cell_render')].map(e => e.textContent)"
+                        ".filter(t => t.includes('$$'))")
+    assert not raw, raw[:2]
+    page.locator("math[display='block']").first.scroll_into_view_if_needed()
+    shot(page, "5-feedback-formulas")
+    page.close()
+    assert "V is computed with W_q" in mistake["text"]
