@@ -277,6 +277,12 @@ def test_3_student_submits_from_the_assignment_list(world):
     as_student(home, "bruno", world["exchange"], "submit", A)
 
 
+def raw_tex(page) -> list[str]:
+    """The text cells of a page that still hold ``$$`` (formulas MathJax would have to typeset)."""
+    return page.evaluate("() => [...document.querySelectorAll('.text_cell_render')].map(e => e.textContent)"
+                         ".filter(t => t.includes('$$'))")
+
+
 def modal_says(page, text: str):
     modal = page.locator("#success-modal, #error-modal").last
     modal.wait_for(timeout=600_000)
@@ -327,6 +333,7 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
         page.locator("tr").filter(has_text=student).locator("td.autograde a").click()
         modal_says(page, f"Successfully autograded '{A}' for student '{student}'")
     page.reload()
+    expect(page.locator("tr").filter(has_text="bruno").locator("td").nth(4)).to_contain_text(re.compile(r"\d"))
     shot(page, "4-autograded")
     manual, comment, score, max_score = gradebook_grade(world["course"], "ada")
     points_written = 5.0
@@ -338,6 +345,7 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
     page.locator(f"a[href$='/formgrader/submissions/{submission_id(world['course'], 'ada')}']").first.click()
     page.locator(f"input.score#{WRITTEN}").wait_for()
     page.wait_for_load_state("networkidle")  # the grades are loaded after the page: typing earlier is lost
+    assert page.locator("math").count() >= 5 and not raw_tex(page), "Formgrader shows formulas as raw TeX"
     page.locator(f"input.score#{WRITTEN}").fill("4")
     page.locator(f"input.score#{WRITTEN}").press("Tab")
     page.locator(f"textarea#{WRITTEN}-comment").fill("Clear reading of the map: names the strongest pair.")
@@ -386,9 +394,7 @@ def test_5_feedback_page_reads_within_the_page_offline(world):
     # formulas are typeset (MathML with a size), no raw TeX delimiters in text cells
     sizes = page.evaluate("() => [...document.querySelectorAll('math')].map(m => m.getBoundingClientRect().height)")
     assert len(sizes) >= 5 and min(sizes) > 5, sizes
-    raw = page.evaluate("() => [...document.querySelectorAll('.text_cell_render')].map(e => e.textContent)"
-                        ".filter(t => t.includes('$$'))")
-    assert not raw, raw[:2]
+    assert not raw_tex(page), raw_tex(page)[:2]
     page.locator("math[display='block']").first.scroll_into_view_if_needed()
     shot(page, "5-feedback-formulas")
     page.close()
