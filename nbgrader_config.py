@@ -123,6 +123,9 @@ if IgnorePattern not in _validate_steps:
     _validate_steps.append(IgnorePattern)
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"(?s)."
+# Validate cuts every line of its report at 90 characters; a check's message names the misconception at
+# its end, so lines are kept whole.
+c.Validator.width = 10000
 
 # --- Feedback --------------------------------------------------------------
 # Pages that work offline: formulas become MathML (TypesetMath, also in Formgrader) and the course's

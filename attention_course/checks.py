@@ -9,6 +9,8 @@ expected values themselves.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -38,6 +40,22 @@ def to_numpy(x, name: str = "value") -> np.ndarray:
             f"{name} should be an array of numbers, got {type(x).__name__} ({exc})"
         ) from None
     return arr
+
+
+#: For the course's own tests: when this environment variable names a file, every expected value a check
+#: compares against is appended to it (one JSON list per call), so that a test can prove that no feedback
+#: message prints a value it was graded against.
+EXPECTED_LOG = "ATTENTION_COURSE_EXPECTED_LOG"
+
+
+def _log_expected(expected: np.ndarray) -> None:
+    path = os.environ.get(EXPECTED_LOG)
+    if path:
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps([float(v) for v in expected.ravel()[:5000]]) + "\n")
+        except (OSError, ValueError):
+            pass
 
 
 def check_shape(x, shape: Sequence[int], name: str = "value", hint: str = "") -> None:
@@ -78,6 +96,7 @@ def assert_close(
     message names it. ``hint`` is added when no known mistake matches.
     """
     expected = to_numpy(expected, "expected")
+    _log_expected(expected)
     arr = to_numpy(actual, name)
     known = dict(mistakes or {})
 

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention_course.checks import EXPECTED_LOG
 from attention_course.grading.course import ROOT, catalogue_path, cell_scores, gradebook_url, scratch_course
 from attention_course.grading.nbgrader_ext import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
@@ -111,9 +112,9 @@ def release(course: Path, assignments: list[str], db_url: str = "") -> None:
         raise RuntimeError(f"releasing {assignments} failed:\n{proc.stderr[-4000:]}")
 
 
-def course_autograde(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the course's parallel autograde command (``make autograde``) in ``course``."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the course's parallel autograde command (``make autograde``) in ``course`` (``env``: extra variables)."""
+    env = dict(os.environ, **(env or {}), PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     proc = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
                            *args], cwd=course, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
@@ -161,6 +162,7 @@ def grade_class(tmp: Path, assignment: str) -> GradedClass:
     nbgrader(course, "generate_assignment", assignment, "--force")
     catalogue = load_catalogue(catalogue_path(assignment))
     students = write_class(course, assignment, catalogue_roster(catalogue))
-    log = course_autograde(course, assignment, "--force").stderr
+    expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
+    log = course_autograde(course, assignment, "--force", env={EXPECTED_LOG: str(expected)}).stderr
     nbgrader(course, "generate_feedback", assignment, "--force")
     return GradedClass(course, assignment, catalogue, students, log, read_scores(course, assignment))

@@ -10,6 +10,8 @@ For every assignment with a catalogue (tests/catalogue/<assignment>.py):
 
 from __future__ import annotations
 
+import json
+import math
 import re
 
 import pytest
@@ -141,6 +143,52 @@ def test_feedback_pages_work_offline_and_say_what_waits_for_a_grader(graded, ass
                 assert not written or re.search(r"\d+ answers? worth [\d.]+ points (is|are) not graded yet", html)
             else:
                 assert all(e.startswith("Score: 0.0 / ") for e in entries), entries
+
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
+#: Parts of a message that hold numbers other than the reference: the student's own error, the tolerances,
+#: indices, shapes and counts of wrong entries.
+NOT_REFERENCE = re.compile(r"largest absolute error is \S+|rtol=\S+|atol=\S+|off by \S+|\(\d+(?:, \d+)*,?\)"
+                           r"|\d+ of \d+ entries|\[[\d, ]*\]")
+
+
+def failure_messages(course, student, assignment) -> list[str]:
+    """The failed checks' messages on a student's feedback pages."""
+    import html as html_
+
+    found = []
+    for page in (course / "feedback" / student / assignment).glob("*.html"):
+        for pre in re.findall(r'<div class="output_subarea output_text output_error">\s*<pre>(.*?)</pre>',
+                              page.read_text(encoding="utf-8"), re.S):
+            found.append(html_.unescape(re.sub(r"<[^>]+>", "", pre)))
+    return found
+
+
+def significant(token: str) -> int:
+    mantissa = token.lstrip("-").split("e")[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits if "." in mantissa else digits.rstrip("0"))
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_feedback_never_prints_a_value_it_was_graded_against(graded, assignment):
+    """No failed check's message prints a reference value: every number with 3 or more significant digits in
+    a mistake's feedback is compared with every value the checks compared against (recorded while grading)."""
+    g = graded(assignment)
+    log = g.course / "expected-values.jsonl"
+    values = [v for line in log.read_text().splitlines() for v in json.loads(line)]
+    assert len(values) > 100, "the grader recorded no expected values"
+    rounded = {k: {float(f"{v:.{k}g}") for v in values if math.isfinite(v)} for k in range(3, 10)}
+    leaks = {}
+    for sub in g.catalogue:
+        if not sub.is_mistake:
+            continue
+        for message in failure_messages(g.course, sub.name, assignment):
+            for token in NUMBER.findall(NOT_REFERENCE.sub(" ", message)):
+                k = significant(token)
+                if 3 <= k <= 9 and float(token) in rounded[k]:
+                    leaks.setdefault(sub.name, []).append((token, message[:200]))
+    assert not leaks, f"feedback prints values the checks compared against: {leaks}"
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if "warning" in c[1].name],

@@ -210,3 +210,10 @@ def test_typeset_math_turns_tex_into_mathml_and_leaves_code_alone():
     for math in re.findall(r"<math.*?</math>", out):
         assert not re.search(r">[^<]*[*_`\\\\$][^<]*<", math), math
     assert typeset("price: $ 5 and $ 6") == "price: $ 5 and $ 6"  # not a formula
+
+
+def test_the_grader_passes_the_expected_value_log_under_one_name():
+    from attention_course import checks
+    from attention_course.grading import forkserver
+
+    assert forkserver.EXPECTED_LOG == checks.EXPECTED_LOG

@@ -149,6 +149,36 @@ def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignme
             f"{sub.description}: Validate says\n{result.stdout[-2000:]}"
 
 
+CATALOGUED = [a for a in ASSIGNMENTS if catalogue_path(a).exists()]
+
+
+@pytest.mark.parametrize("assignment", CATALOGUED)
+def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment, tmp_path):
+    """The release's own test cells, with no hidden test (what Validate runs), catch the headline
+    misconception of every part (marked ``headline`` in the catalogue) and name it in their message."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attention_course.grading.submissions import apply_submission, write_notebook
+
+    headlines = [s for s in load_catalogue(catalogue_path(assignment)) if s.headline]
+    assert len(headlines) >= 4, f"{assignment}: mark the headline mistake of each part in its catalogue"
+
+    def validate(sub):
+        out = []
+        for name, nb in apply_submission(masters(assignment), sub).items():
+            path = tmp_path / sub.name / name
+            write_notebook(nb, path)
+            out.append(nbgrader(regenerated, "validate", str(path), check=False).stdout)
+        return sub, re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(out))
+
+    missed = []
+    with ThreadPoolExecutor(2) as pool:
+        for sub, out in pool.map(validate, headlines):
+            if "VALIDATION FAILED" not in out or sub.headline not in out:
+                missed.append(f"{sub.name} ({sub.description}): Validate says\n{out[-1500:]}")
+    assert not missed, "visible checks miss a headline mistake:\n\n" + "\n\n".join(missed)
+
+
 def late_hidden_helpers(source: str) -> set[str]:
     """Functions a grade cell defines in a hidden block that runs after the cell's first student call.
 

@@ -31,7 +31,9 @@ class Submission:
     grade cell must keep full points. An alternative correct answer has an
     empty ``loses``. ``says`` is a phrase the student's feedback must show
     (the misconception a failed check names). ``in_demo`` puts the
-    submission in the demo class of ``make demo``.
+    submission in the demo class of ``make demo``. ``headline`` marks the
+    headline misconception of a part: the phrase that the part's *visible*
+    checks (the release's test cells, what Validate runs) must show for it.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Submission:
     loses: frozenset = frozenset()
     says: str = ""
     in_demo: bool = False
+    headline: str = ""
     transform: object = None
     files: dict = field(default_factory=dict)
 

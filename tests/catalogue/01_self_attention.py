@@ -15,6 +15,7 @@ SUBMISSIONS = [
         "v-uses-wq", "kept the starter code's typo: the values are projected with W_q and b_q",
         edits=[("project_qkv", "V = X @ W_v + b_v", "V = X @ W_q + b_q")],
         says='Which weights did you use for the values?',
+        headline="V is computed with W_q",
         loses=frozenset({*PROJECT, "test_self_attention_output"}), in_demo=True,
     ),
     Submission(
@@ -29,6 +30,7 @@ SUBMISSIONS = [
         "unscaled-scores", "did not divide the scores by sqrt(d_k)",
         edits=[("scaled_scores", "return Q @ K.T / math.sqrt(d_k)", "return Q @ K.T")],
         says='common mistake: the scores are not scaled at all',
+        headline="the scores are not scaled at all",
         loses=frozenset({"test_scores_values", *SA}), in_demo=True,
     ),
     Submission(
@@ -48,6 +50,7 @@ SUBMISSIONS = [
         "softmax-naive", "exponentiated the scores without subtracting the maximum (overflows)",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S")],
         says='overflowed',
+        headline="overflowed",
         loses=frozenset({"test_softmax_stable"}), in_demo=True,
     ),
     Submission(
@@ -74,6 +77,7 @@ SUBMISSIONS = [
         "weights-transposed", "weighted the values with the transposed attention matrix",
         edits=[("self_attention", "return weights @ V, weights", "return weights.T @ V, weights")],
         says='common mistake: the values are weighted by the transposed weights',
+        headline="the values are weighted by the transposed weights",
         loses=frozenset({"test_self_attention_output"}),
     ),
     # ---- Parts 6-7: column convention ------------------------------------------------------
@@ -81,6 +85,7 @@ SUBMISSIONS = [
         "loop-weights-by-row", "stored each query's weights as a row of A instead of a column",
         edits=[("attention_by_token", "A[:, n] = a_n", "A[n, :] = a_n")],
         says='one column per query',
+        headline="each column (one query) sums to 1",
         loses=frozenset({"test_by_token_reference", "test_by_token_general"}),
     ),
     Submission(
@@ -93,6 +98,7 @@ SUBMISSIONS = [
         "columns-scale-by-tokens", "confused D and N: scaled by sqrt(N) instead of sqrt(D)",
         edits=[("self_attention_columns", "math.sqrt(Q.shape[0])", "math.sqrt(Q.shape[1])")],
         says='the scale uses the number of tokens N instead of D',
+        headline="divides the scores by sqrt(D)",
         loses=frozenset({"test_matrix_form_reference", "test_matrix_form_general"}), in_demo=True,
     ),
     # ---- Part 8: permutation equivariance --------------------------------------------------
@@ -100,6 +106,7 @@ SUBMISSIONS = [
         "equivariance-output-not-permuted", "compared f(X[:, perm]) with f(X), forgetting to permute the output",
         edits=[("is_permutation_equivariant", "np.allclose(f(X[:, perm]), f(X)[:, perm])", "np.allclose(f(X[:, perm]), f(X))")],
         says='Compare f applied to the permuted tokens',
+        headline="Compare f applied to the permuted tokens",
         loses=frozenset({"test_permutation_equivariance"}),
     ),
     # ---- Parts 9-10: PyTorch ---------------------------------------------------------------
@@ -107,7 +114,22 @@ SUBMISSIONS = [
         "softmax-over-batch", "took the softmax over the batch axis (dim=0)",
         edits=[("dot_product_attention", "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=0)")],
         says='is the softmax taken over the wrong axis?',
+        headline="is the softmax taken over the wrong axis?",
         loses=frozenset({"test_dot_product_shapes", "test_dot_product_values"}),
+    ),
+    Submission(
+        "dot-product-softmax-no-max", "wrote the softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("dot_product_attention", "weights = torch.softmax(scores, dim=-1)",
+                "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_dot_product_values"}),
+    ),
+    Submission(
+        "module-softmax-no-max", "wrote the module's softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("self_attention_module", "weights = torch.softmax(scores, dim=-1)",
+                "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_module_weights", "test_module_output"}),
     ),
     Submission(
         "module-with-bias", "gave the module's projections biases (nn.Linear's default)",
@@ -132,6 +154,7 @@ SUBMISSIONS = [
         edits=[("self_attention_module", "Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
                 "Q, K, V = self.W_q(x), self.W_k(x), self.W_q(x)")],
         says='common mistake: the values are computed with W_q instead of W_v',
+        headline="the values are not computed with W_v",
         loses=frozenset({"test_module_structure", "test_module_output"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

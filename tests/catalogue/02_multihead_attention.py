@@ -10,6 +10,7 @@ SUBMISSIONS = [
         "head-scale-sqrt-D", "scaled each head's scores by sqrt(D), the model width, instead of sqrt(D_H)",
         edits=[("attention_head", "math.sqrt(Q.shape[-1])", "math.sqrt(X.shape[-1])")],
         says="common mistake: the scores are scaled by sqrt(D), the model width, instead of sqrt(D_H)",
+        headline="sqrt(D), the model width",
         loses=frozenset({"test_attention_head", "test_multihead_independent"}), in_demo=True,
     ),
     Submission(
@@ -32,11 +33,18 @@ SUBMISSIONS = [
         says="common mistake: the output projection W_c is missing",
         loses=frozenset({"test_multihead_independent"}),
     ),
+    Submission(
+        "head-softmax-no-max", "wrote each head's softmax as exp(S) / sum exp(S), without subtracting the row maximum",
+        edits=[("attention_head", "E = np.exp(S - S.max(axis=-1, keepdims=True))", "E = np.exp(S)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_attention_head", "test_multihead_independent"}),
+    ),
     # ---- Part 2: reshape and transpose ----------------------------------------------------
     Submission(
         "split-reshape-only", "split the heads with a reshape to [H, L, D_H] and no transpose",
         edits=[("split_heads", "return T.reshape(L, H, D // H).transpose(1, 0, 2)", "return T.reshape(H, L, D // H)")],
         says="common mistake: reshape to [H, L, D_H] without a transpose mixes tokens and heads",
+        headline="without a transpose mixes tokens and heads",
         loses=frozenset({"test_split_heads", "test_multihead_combined"}), in_demo=True,
     ),
     Submission(
@@ -64,13 +72,26 @@ SUBMISSIONS = [
         says="common mistake: the heads are stacked in reverse order",
         loses=frozenset({"test_stack_heads"}),
     ),
+    Submission(
+        "combined-softmax-no-max", "wrote the combined softmax without subtracting the row maximum",
+        edits=[("multihead_combined", "E = np.exp(S - S.max(axis=-1, keepdims=True))", "E = np.exp(S)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_multihead_combined"}),
+    ),
     # ---- Part 3: the book's example --------------------------------------------------------
     Submission(
         "book-attention-transposed", "kept the companion notebook's bug: V times the [queries, keys] matrix",
         edits=[("multihead_columns", "outputs.append(V @ (E / E.sum(axis=0, keepdims=True)))",
                 "outputs.append(V @ (E / E.sum(axis=0, keepdims=True)).T)")],
         says="the companion notebook's wrong answer",
+        headline="the companion notebook's wrong answer",
         loses=frozenset({"test_book_table", "test_multihead_columns"}), in_demo=True,
+    ),
+    Submission(
+        "columns-softmax-no-max", "wrote the column-convention softmax without subtracting the column maximum",
+        edits=[("multihead_columns", "E = np.exp(S - S.max(axis=0, keepdims=True))", "E = np.exp(S)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_multihead_columns"}),
     ),
     # ---- Part 4: the module -----------------------------------------------------------------
     Submission(
@@ -85,6 +106,7 @@ SUBMISSIONS = [
                 "t.reshape(B, self.num_heads, L, self.d_head)"),
                ("multihead_module", "(weights @ V).transpose(1, 2).reshape(B, L, D)", "(weights @ V).reshape(B, L, D)")],
         says="common mistake: the heads are split with view/reshape alone, without the transpose",
+        headline="split with view/reshape alone, without the transpose",
         loses=frozenset(MODULE),
     ),
     Submission(
@@ -112,6 +134,20 @@ SUBMISSIONS = [
         "module-attention-transposed", "weighted the values with the transposed attention matrix",
         edits=[("multihead_module", "out = (weights @ V)", "out = (weights.transpose(-2, -1) @ V)")],
         loses=frozenset({"test_module_output", "test_module_mask"}),
+    ),
+    Submission(
+        "module-softmax-no-max", "wrote the module's softmax as exp / sum exp, without subtracting the row maximum",
+        edits=[("multihead_module", "weights = torch.softmax(scores, dim=-1)",
+                "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_module_weights", "test_module_output"}),
+    ),
+    Submission(
+        "module-mask-as-square", "reshaped the mask to (-1, 1, L, L), which only fits a square [L, L] mask",
+        edits=[("multihead_module", "scores = scores.masked_fill(~mask, float(\"-inf\"))",
+                "scores = scores.masked_fill(~mask.reshape(-1, 1, L, L), float(\"-inf\"))")],
+        says="The mask may have any shape that broadcasts to (B, H, L, L)",
+        loses=frozenset({"test_module_mask"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
     Submission(
@@ -267,12 +303,15 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x, mask=None):
         Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)
+        B, L, _ = x.shape
+        if mask is not None:  # any form that broadcasts to (B, H, L, L): one (B, L, L) slice per head
+            mask = mask.expand(B, self.num_heads, L, L)
         outs, weights = [], []
         for h in range(self.num_heads):
             cols = slice(h * self.d_head, (h + 1) * self.d_head)
             s = Q[..., cols] @ K[..., cols].transpose(-2, -1) / math.sqrt(self.d_head)
             if mask is not None:
-                s = s.masked_fill(~mask, float("-inf"))
+                s = s.masked_fill(~mask[:, h], float("-inf"))
             a = torch.softmax(s, dim=-1)
             outs.append(a @ V[..., cols])
             weights.append(a)

@@ -11,6 +11,7 @@ SUBMISSIONS = [
         edits=[("masks", "return torch.tril(torch.ones(L, L, dtype=torch.bool))",
                 "return torch.triu(torch.ones(L, L, dtype=torch.bool))")],
         says="Is your mask upper-triangular?",
+        headline="Is your mask upper-triangular?",
         loses=frozenset({"test_causal_mask"}), in_demo=True,
     ),
     Submission(
@@ -19,11 +20,18 @@ SUBMISSIONS = [
         says="broadcasts over the queries",
         loses=frozenset({"test_padding_mask"}),
     ),
+    Submission(
+        "padding-mask-list-lengths", "indexed the lengths as a tensor without converting them: a list raises",
+        edits=[("masks", "lengths = torch.as_tensor(lengths)\n    ", "")],
+        says="The lengths may be a list as well as a tensor",
+        loses=frozenset({"test_padding_mask"}),
+    ),
     # ---- Part 2: attention -----------------------------------------------------------------
     Submission(
         "fill-zero", "filled masked scores with 0 instead of -inf",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, 0.0).masked_fill(~has_key, 0.0)')],
         says="common mistake: the masked scores are set to 0 instead of -inf",
+        headline="masked positions must get exactly 0",
         loses=frozenset({"test_attention_padding", "test_attention_causal", "test_attention_large_scores",
                          "test_attention_fully_masked", "test_one_query"}), in_demo=True,
     ),
@@ -45,8 +53,29 @@ SUBMISSIONS = [
     Submission(
         "fill-minus-100", "filled masked scores with -100 instead of -inf",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -100.0).masked_fill(~has_key, 0.0)')],
-        says="common mistake: masked scores are filled with a finite value (0, -100, ...) instead of -inf",
+        says="common mistake: masked scores are filled with a finite value (0, -1e4, -1e9, ...) instead of -inf",
         loses=frozenset({"test_attention_padding", "test_attention_large_scores", "test_one_query"}),
+    ),
+    Submission(
+        "fill-minus-1e4", "filled masked scores with -1e4: exp(-1e4) is 0, so it passes until real scores are below -1e4",
+        edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -1e4).masked_fill(~has_key, 0.0)')],
+        says="common mistake: masked scores are filled with a finite value",
+        loses=frozenset({"test_attention_large_scores"}),
+    ),
+    Submission(
+        "fill-minus-1e9", "filled masked scores with -1e9 (a common idiom), finite all the same",
+        edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -1e9).masked_fill(~has_key, 0.0)')],
+        says="common mistake: masked scores are filled with a finite value",
+        loses=frozenset({"test_attention_large_scores"}),
+    ),
+    Submission(
+        "softmax-no-max", "wrote the softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("attention", "weights = torch.softmax(scores, dim=-1)\n    else",
+                "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)\n    else"),
+               ("attention", "weights = torch.softmax(scores, dim=-1) * has_key",
+                "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True) * has_key")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_attention_unmasked", "test_attention_large_scores"}),
     ),
     Submission(
         "no-scaling", "ignored the scale flag: never divided by sqrt(d_k)",
@@ -66,7 +95,8 @@ SUBMISSIONS = [
         "one-query-unscaled", "used plain dot products in the one-query attention",
         edits=[("one_query_attention", "out, w = attention(query[:, None, :], keys, values, mask=m)",
                 "out, w = attention(query[:, None, :], keys, values, mask=m, scale=False)")],
-        says="common mistake: the scores are not scaled by 1/sqrt(H)",
+        says="common mistake: the scores are not scaled by 1/sqrt(D)",
+        headline="not scaled by 1/sqrt(D)",
         loses=frozenset({"test_one_query"}),
     ),
     Submission(
@@ -74,6 +104,7 @@ SUBMISSIONS = [
         edits=[("entropy_and_variance", "return -torch.xlogy(weights, weights).sum(dim=dim)",
                 "return -(weights * torch.log(weights)).sum(dim=dim)")],
         says="NaN",
+        headline="0 log 0 is 0",
         loses=frozenset({"test_entropy"}), in_demo=True,
     ),
     Submission(
@@ -81,6 +112,7 @@ SUBMISSIONS = [
         edits=[("entropy_and_variance", "return float(torch.var((q * k).sum(dim=-1)))",
                 "return float(torch.var((q * k).sum(dim=-1) / d_k ** 0.5))")],
         says="the variance of the scaled scores",
+        headline="about 1 is the variance of the scaled scores",
         loses=frozenset({"test_score_variance"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
@@ -102,6 +134,11 @@ def attention(Q, K, V, mask=None, scale=True, return_weights=True):
     return torch.matmul(weights, V), (weights if return_weights else None)
 '''},
         in_demo=True,
+    ),
+    Submission(
+        "alt-fill-finfo-min", "masked scores filled with the smallest float of their dtype, then the softmax",
+        edits=[("attention", MASK_LINE,
+                'scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).masked_fill(~has_key, 0.0)')],
     ),
     Submission(
         "alt-additive-mask", "an additive mask: 0 where allowed, -inf where blocked",

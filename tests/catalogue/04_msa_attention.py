@@ -9,14 +9,15 @@ SUBMISSIONS = [
     Submission(
         "column-reshape-not-permute", "made the column view with reshape instead of permute",
         edits=[("row_column_attention", "cols = msa.permute(0, 2, 1, 3).reshape(B * L, S, D)", "cols = msa.reshape(B * L, S, D)")],
-        says="common mistake: the column view is made with reshape instead of permute",
+        says="the column view is made with reshape instead of permute",
+        headline="the column view is made with reshape instead of permute",
         loses=frozenset({"test_column_attention", "test_axis_symmetry"}), in_demo=True,
     ),
     Submission(
         "column-output-not-restored", "reshaped the column output to [B, S, L, D] without permuting back",
         edits=[("row_column_attention", "return out.reshape(B, L, S, D).permute(0, 2, 1, 3), w.reshape(B, L, S, S)",
                 "return out.reshape(B, S, L, D), w.reshape(B, L, S, S)")],
-        says="common mistake: the output is not permuted back",
+        says="the output is not permuted back",
         loses=frozenset({"test_column_attention", "test_axis_symmetry"}), in_demo=True,
     ),
     Submission(
@@ -24,6 +25,13 @@ SUBMISSIONS = [
         edits=[("row_column_attention", "/ math.sqrt(x.shape[-1]), dim=-1)", "/ math.sqrt(x.shape[-1]), dim=-2)")],
         says="is the softmax taken over the wrong axis?",
         loses=frozenset({"test_row_attention", "test_column_attention", "test_axis_symmetry"}),
+    ),
+    Submission(
+        "attend-softmax-no-max", "wrote the one-head softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("row_column_attention", 'weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1]), dim=-1)',
+                's = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])\n    weights = s.exp() / s.exp().sum(dim=-1, keepdim=True)')],
+        says="Look for an overflowing exp()",
+        loses=frozenset({'test_column_attention', 'test_row_attention'}),
     ),
     # ---- Part 2: multi-head ----------------------------------------------------------------
     Submission(
@@ -44,7 +52,8 @@ def multihead_column_attention(msa, p, H):
     out = torch.einsum("blhij,bljhd->blihd", w, v).reshape(B, L, S, D)
     return out.reshape(B, S, L, D), w
 '''},
-        says="common mistake: the column view is made with reshape instead of permute",
+        says="the column view is made with reshape instead of permute",
+        headline="the column view is made with reshape instead of permute",
         loses=frozenset({"test_multihead_column"}),
     ),
     Submission(
@@ -53,6 +62,20 @@ def multihead_column_attention(msa, p, H):
                 'torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(D)')],
         says="common mistake: the scores are scaled by sqrt(D) instead of sqrt(D_H)",
         loses=frozenset({"test_multihead_row"}),
+    ),
+    Submission(
+        "multihead-row-softmax-no-max", "wrote the multi-head row softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("multihead_axial", 'w = torch.softmax(torch.einsum("bsihd,bsjhd->bshij", q, k) / math.sqrt(D // H), dim=-1)',
+                'w = torch.einsum("bsihd,bsjhd->bshij", q, k).div(math.sqrt(D // H)).exp()\n    w = w / w.sum(dim=-1, keepdim=True)')],
+        says="Look for an overflowing exp()",
+        loses=frozenset({'test_multihead_row'}),
+    ),
+    Submission(
+        "multihead-column-softmax-no-max", "wrote the multi-head column softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("multihead_axial", 'w = torch.softmax(torch.einsum("bsihd,btihd->bihst", q, k) / math.sqrt(D // H), dim=-1)',
+                'w = torch.einsum("bsihd,btihd->bihst", q, k).div(math.sqrt(D // H)).exp()\n    w = w / w.sum(dim=-1, keepdim=True)')],
+        says="Look for an overflowing exp()",
+        loses=frozenset({'test_multihead_column'}),
     ),
     # ---- Part 3: tied attention ------------------------------------------------------------
     Submission(
@@ -79,12 +102,21 @@ def multihead_column_attention(msa, p, H):
         "tied-padding-ignored", "ignored both padding masks",
         edits=[("tied_row_attention", "    if seq_mask is None:\n", "    seq_mask = None\n    pos_mask = None\n    if seq_mask is None:\n")],
         says="common mistake: the padding is ignored",
+        headline="the padding is ignored",
         loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-softmax-no-max", "wrote the tied softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("tied_row_attention", 'w = torch.softmax(logits, dim=-1)',
+                'w = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)')],
+        says="Look for an overflowing exp()",
+        loses=frozenset({'test_tied_attention'}),
     ),
     # ---- Part 5 ----------------------------------------------------------------------------
     Submission(
         "entries-full-per-sequence", "counted full attention as S separate L x L maps (forgot cross-sequence pairs)",
         edits=[("score_entries", '"full": H * (S * L) ** 2', '"full": H * S * L * L')],
+        headline="wrong count for full attention",
         loses=frozenset({"test_score_entries"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

@@ -17,6 +17,13 @@ SUBMISSIONS = [
         loses=frozenset({"test_torch_equivalence"}), in_demo=True,
     ),
     Submission(
+        "torch-softmax-no-max", "wrote the softmax as exp / sum exp, without subtracting each row's maximum",
+        edits=[("torch_transformer", "weights = torch.softmax(Q @ K.T / math.sqrt(self.qk_dim), dim=-1)",
+                "S = Q @ K.T / math.sqrt(self.qk_dim)\n        weights = S.exp() / S.exp().sum(dim=-1, keepdim=True)")],
+        says="Look for an overflowing exp()",
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    Submission(
         "projections-with-bias", "gave Km, Qm and Vm biases",
         edits=[("torch_transformer", "self.Km = nn.Linear(total, qk_dim, bias=False)\n        self.Qm = nn.Linear(total, qk_dim, bias=False)\n"
                 "        self.Vm = nn.Linear(total, v_dim, bias=False)",
@@ -34,6 +41,7 @@ SUBMISSIONS = [
         "softmax-over-queries", "took the softmax over the queries (dim=0)",
         edits=[("torch_transformer", "/ math.sqrt(self.qk_dim), dim=-1)", "/ math.sqrt(self.qk_dim), dim=0)")],
         says="common mistake: the softmax is taken over the queries instead of the keys",
+        headline="the softmax is taken over the queries instead of the keys",
         loses=frozenset({"test_torch_equivalence"}),
     ),
     Submission(
@@ -46,12 +54,14 @@ SUBMISSIONS = [
         "identity-not-sharp", "chose Km = Qm = I: the right pattern, but logits too soft for the tolerance",
         edits=[("design_identity", "Km_id = np.eye(3) * 5.0\nQm_id = np.eye(3) * 5.0", "Km_id = np.eye(3)\nQm_id = np.eye(3)")],
         says="differ beyond the tolerance",
+        headline="Are the scores sharp enough?",
         loses=frozenset({"test_design_identity"}), in_demo=True,
     ),
     Submission(
         "first-not-sharp", "made position 0's key only slightly larger than the others",
         edits=[("design_first", "Km_first[3, 0] = 10.0", "Km_first[3, 0] = 2.0")],
         says="differ beyond the tolerance",
+        headline="position 0 more weight than any later position",
         loses=frozenset({"test_design_first"}),
     ),
     Submission(
@@ -64,6 +74,7 @@ SUBMISSIONS = [
         "unique-attends-to-itself", "let each token attend to itself, so every token looks repeated",
         edits=[("design_unique", "Qm_unique[4:, 4:] = -np.eye(5) * 10.0", "Qm_unique[4:, 4:] = 0.0")],
         says="Does a query avoid its own position",
+        headline="Does a query avoid its own position",
         loses=frozenset({"test_design_unique"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
