@@ -34,12 +34,13 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import ROOT, available, catalogue_path
-from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook, write_notebook
+from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import BIN, COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
 
 A = available()[0]
 NOTEBOOK = "self_attention.ipynb"
+STEM = NOTEBOOK[:-6]  # the notebook's name in the gradebook and in feedback/
 SHOTS = ROOT / "tests" / "screenshots"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian/Ubuntu: "
@@ -164,7 +165,6 @@ def open_assignment_list(page, lab: Lab):
     page.goto(lab.url("lab"))
     page.get_by_text("Nbgrader", exact=True).click()
     page.get_by_text("Assignment List", exact=True).click()
-    return page.locator("#nbgrader-assignment-list, .lm-Widget#nbgrader-assignment-list").first
 
 
 def idle(page, timeout=180_000):
@@ -292,25 +292,18 @@ def modal_says(page, text: str):
     modal.wait_for(state="detached")
 
 
-def gradebook_grade(course: Path, student: str):
+def gradebook_state(course: Path, student: str) -> dict:
+    """What the gradebook holds for a student's notebook: the written answer's manual score and comment,
+    the notebook's score and maximum, and the submission's id (Formgrader's URL for it)."""
     from nbgrader.api import Gradebook
 
     from attention_course.grading.course import gradebook_url
 
     with Gradebook(gradebook_url(course), COURSE_ID) as gb:
-        grade = gb.find_grade(WRITTEN, NOTEBOOK[:-6], A, student)
-        comment = gb.find_comment(WRITTEN, NOTEBOOK[:-6], A, student)
-        nb = gb.find_submission_notebook(NOTEBOOK[:-6], A, student)
-        return grade.manual_score, comment.manual_comment, nb.score, nb.max_score
-
-
-def submission_id(course: Path, student: str) -> str:
-    from nbgrader.api import Gradebook
-
-    from attention_course.grading.course import gradebook_url
-
-    with Gradebook(gradebook_url(course), COURSE_ID) as gb:
-        return gb.find_submission_notebook(NOTEBOOK[:-6], A, student).id
+        nb = gb.find_submission_notebook(STEM, A, student)
+        return dict(manual=gb.find_grade(WRITTEN, STEM, A, student).manual_score,
+                    comment=gb.find_comment(WRITTEN, STEM, A, student).manual_comment,
+                    score=nb.score, max_score=nb.max_score, id=nb.id)
 
 
 def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
@@ -335,14 +328,14 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
     page.reload()
     expect(page.locator("tr").filter(has_text="bruno").locator("td").nth(4)).to_contain_text(re.compile(r"\d"))
     shot(page, "4-autograded")
-    manual, comment, score, max_score = gradebook_grade(world["course"], "ada")
+    ada = gradebook_state(world["course"], "ada")
     points_written = 5.0
-    assert score == max_score - points_written, "ada's complete notebook lost autograded points"
+    assert ada["score"] == ada["max_score"] - points_written, "ada's complete notebook lost autograded points"
 
     # the written answer: a score and a comment, typed into Formgrader
     # Manual grading is anonymous ("Submission #n"): the instructor opens ada's from the list by its link
-    page.goto(lab.url(f"formgrader/gradebook/{A}/{NOTEBOOK[:-6]}"))
-    page.locator(f"a[href$='/formgrader/submissions/{submission_id(world['course'], 'ada')}']").first.click()
+    page.goto(lab.url(f"formgrader/gradebook/{A}/{STEM}"))
+    page.locator(f"a[href$='/formgrader/submissions/{ada['id']}']").first.click()
     page.locator(f"input.score#{WRITTEN}").wait_for()
     page.wait_for_load_state("networkidle")  # the grades are loaded after the page: typing earlier is lost
     assert page.locator("math").count() >= 5 and not raw_tex(page), "Formgrader shows formulas as raw TeX"
@@ -352,26 +345,26 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
     page.locator(f"textarea#{WRITTEN}-comment").press("Tab")
     page.locator(f"input.score#{WRITTEN}").scroll_into_view_if_needed()
     for _ in range(60):
-        manual, comment, score, max_score = gradebook_grade(world["course"], "ada")
-        if manual == 4 and comment:
+        ada = gradebook_state(world["course"], "ada")
+        if ada["manual"] == 4 and ada["comment"]:
             break
         time.sleep(0.5)
     shot(page, "4-manual-score")
-    assert manual == 4 and comment == "Clear reading of the map: names the strongest pair.", (manual, comment)
-    assert score == max_score - 1
+    assert ada["manual"] == 4 and ada["comment"] == "Clear reading of the map: names the strongest pair.", ada
+    assert ada["score"] == ada["max_score"] - 1
 
     page.goto(lab.url("formgrader/manage_assignments"))
     page.locator("#main-table tr").filter(has_text=A).locator("td.generate-feedback a").click()
     modal_says(page, "Successfully generated feedback")
     page.close()
-    html = (world["course"] / "feedback" / "ada" / A / f"{NOTEBOOK[:-6]}.html").read_text(encoding="utf-8")
+    html = (world["course"] / "feedback" / "ada" / A / f"{STEM}.html").read_text(encoding="utf-8")
     assert "Clear reading of the map: names the strongest pair." in html
     assert "Score: 4.0 / 5.0" in html and "not graded yet" not in html
 
 
 def test_5_feedback_page_reads_within_the_page_offline(world):
     course = world["course"]
-    path = course / "feedback" / "bruno" / A / f"{NOTEBOOK[:-6]}.html"
+    path = course / "feedback" / "bruno" / A / f"{STEM}.html"
     assert path.is_file(), "no feedback for bruno"
     page = page_of(world)
     remote = []
