@@ -115,7 +115,10 @@ class ForkServer:
         self.home = tempfile.mkdtemp(prefix="attention-zygote-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.home,
-               "MPLCONFIGDIR": self.home, "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+               "MPLCONFIGDIR": self.home, "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               # One thread per kernel and judge: the course's tensors are tiny, and grading runs one notebook per
+               # core; threads of several processes contending for the same cores slow torch many times over.
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         if EXPECTED_LOG in os.environ:  # the course's own tests (judges inherit it; kernels get their own env)
             env[EXPECTED_LOG] = os.environ[EXPECTED_LOG]
         code = "import attention_course.grading.forkserver as f; f.zygote(%d, %r)" % (theirs.fileno(), self.preload)
