@@ -4,20 +4,29 @@ One scratch course holds all five assignments and the demo class (8 students eac
 Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
-real PostgreSQL server on loopback takes the gradebook, with several workers writing at once.
+real PostgreSQL server on loopback takes the gradebook, with several workers writing at once, and a
+real Dask scheduler with two workers on loopback grades the class without sharing a folder, also when
+one of them is killed mid-run.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from attention_course.grading.course import available, catalogue_path, score_table
 from attention_course.grading.submissions import demo_roster, load_catalogue, write_class
 
-from harness import course_autograde, nbgrader, new_course, read_scores, release
+from harness import BIN, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 
 ASSIGNMENTS = available()
@@ -123,3 +132,107 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
     nbgrader(course, "generate_feedback", a, "--force")
     shipped = [p.name for p in (course / "feedback").rglob("*") if p.is_file()]
     assert shipped and all(name.endswith(".html") for name in shipped), shipped
+
+
+# -- Dask: a real scheduler and workers on loopback, each worker in its own empty folder ------------------
+class DaskCluster:
+    """``dask scheduler`` and ``dask worker`` processes (one thread each), stopped by process group."""
+
+    def __init__(self, folder: Path, workers: int):
+        self.folder, self.procs, self.workers = folder, {}, []
+        env = dict(os.environ, PATH="/usr/bin:/bin")  # the workers find what they need without the venv on PATH
+        sched_file = folder / "scheduler.json"
+        (folder / "scheduler").mkdir(parents=True)
+        self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(sched_file)], folder / "scheduler", env)
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.address = json.loads(sched_file.read_text())["address"]
+        for i in range(workers):
+            home = folder / f"worker-{i}"
+            home.mkdir()
+            self.workers.append(home)
+            self._start(f"worker-{i}", ["worker", self.address, "--nthreads", "1", "--no-dashboard",
+                                        "--local-directory", str(home)], home, env)
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(workers, timeout=120)
+
+    def _start(self, name: str, args: list[str], cwd: Path, env: dict) -> None:
+        with open(self.folder / f"{name}.log", "wb") as log:
+            self.procs[name] = subprocess.Popen([str(BIN / "dask"), *args], cwd=cwd, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a process and everything it started (a machine that went away)."""
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            self.kill(name)
+
+
+def test_dask_workers_without_a_shared_folder_grade_like_local(demo, tmp_path):
+    """The demo class graded through a real Dask scheduler and two workers on loopback: every per-cell grade
+    equals local grading, the course's own folders are never touched by the workers (they grade in their own
+    empty folders), and a second run skips everything."""
+    course, stock = demo
+    dask_course = tmp_path / "course"
+    shutil.copytree(course, dask_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
+                                                                       "submitted"))
+    shutil.copytree(course.parent / "submitted-as-handed-in", dask_course / "submitted")
+    cluster = DaskCluster(tmp_path / "cluster", workers=2)
+    try:
+        run = course_autograde(dask_course, "--scheduler", cluster.address)
+        assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and "Graded 40" in run.stderr, run.stderr[-3000:]
+        assert "40/40" in run.stderr and "ETA" in run.stderr
+        assert not differences(all_scores(dask_course), stock), "\n".join(differences(all_scores(dask_course), stock))
+        used = {m for m in re.findall(r"s, (tcp://[\d.:]+)\)", run.stderr)}
+        assert len(used) == 2, f"both workers should have graded: {used}"
+        for home in cluster.workers:  # each worker graded in a scratch course of its own folder
+            assert list(home.rglob("attention-course/source/*/*.ipynb")), f"{home} holds no scratch course"
+        again = course_autograde(dask_course, "--scheduler", cluster.address)
+        assert "Skipping 40 submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
+    finally:
+        cluster.stop()
+
+
+def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, tmp_path):
+    """SIGKILL one of two workers (and its kernels) while it grades: its hand-ins are graded by the other,
+    every hand-in is recorded exactly once, with the grades of local grading."""
+    course, stock = demo
+    some = ASSIGNMENTS[:2]
+    dask_course = tmp_path / "course"
+    shutil.copytree(course, dask_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
+                                                                       "submitted"))
+    for a in some:
+        for folder in (course.parent / "submitted-as-handed-in").glob(f"*/{a}"):
+            shutil.copytree(folder, dask_course / "submitted" / folder.parent.name / a)
+    total = sum(len(stock[a]) for a in some)
+    cluster = DaskCluster(tmp_path / "cluster", workers=2)
+    log_path = tmp_path / "autograde.log"
+    try:
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(dask_course),
+                                     "autograde", "--scheduler", cluster.address], cwd=dask_course, stderr=log,
+                                    env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"))
+            deadline = time.monotonic() + 300
+            while f"3/{total}" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert proc.poll() is None, f"the run ended before a worker could be killed:\n{log_path.read_text()}"
+            cluster.kill("worker-1")  # it is grading: every worker always has a hand-in while some are left
+            proc.wait(300)
+        out = log_path.read_text()
+        assert proc.returncode == 0 and f"Graded {total}, skipped 0 unchanged, failed 0" in out, out[-3000:]
+        labels = re.findall(r"\d+/\d+ .*?  (\S+/\S+) \(", out)
+        assert sorted(labels) == sorted(set(labels)) and len(labels) == total, f"recorded more than once:\n{out}"
+        lost = cluster.folder / "scheduler.log"
+        assert "worker-1" not in cluster.procs and "Remove worker" in lost.read_text(), lost.read_text()[-2000:]
+        got = {a: read_scores(dask_course, a) for a in some}
+        assert not differences(got, {a: stock[a] for a in some}), "\n".join(differences(got, stock))
+    finally:
+        cluster.stop()

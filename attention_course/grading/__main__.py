@@ -32,6 +32,8 @@ def main(argv=None) -> int:
                        help="grading processes (default: the number of CPU cores)")
     grade.add_argument("--force", action="store_true", help="grade again even what is graded and unchanged")
     grade.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of local processes")
     sub.add_parser("bench", help="time stock nbgrader against the course command (bench --help: its options)",
                    add_help=False)
     table = sub.add_parser("table", help="print and save the grade table")
@@ -64,7 +66,7 @@ def main(argv=None) -> int:
     if args.command == "autograde":
         from .autograde import run
 
-        summary = run(course, args.assignments, args.workers, args.force, args.db)
+        summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler)
         return 1 if summary["failed"] else 0
 
     db = args.db or gradebook_url(course)

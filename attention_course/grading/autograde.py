@@ -115,8 +115,8 @@ def register(course: Path, db_url: str, assignment: str) -> None:
         app.log.setLevel("ERROR")
         result = NbGraderAPI(parent=app).generate_assignment(assignment, force=True, create=True)
     if not result.get("success"):
-        raise SystemExit(f"{assignment} could not be put into the gradebook {db_url}:\n"
-                         f"{result.get('error') or result.get('log')}")
+        errors = [line for line in result.get("log", "").splitlines() if line.strip()][-12:]
+        raise SystemExit(f"{assignment} could not be put into the gradebook {db_url}:\n" + "\n".join(errors))
 
 
 def prepare_gradebook(course: Path, db_url: str, course_id: str, assignments: list[str], students: set[str],
@@ -229,9 +229,27 @@ def _notable(log: str) -> list[str]:
     return keep
 
 
+def _local(course: Path, db_url: str, todo: list[Job], workers: int):
+    """Grade ``todo`` in ``workers`` local processes; yields (job, result) as each finishes."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init,
+                             initargs=(str(course), db_url)) as pool:
+        futures = {pool.submit(_worker_grade, j.assignment, j.student): j for j in todo}
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as exc:
+                why = f"the grading worker died ({exc})" if isinstance(exc, BrokenProcessPool) else \
+                    f"{type(exc).__name__}: {exc}"
+                result = {"success": False, "log": "", "error": why}
+            yield futures[future], result
+
+
 def run(course: Path, assignments: list[str] | None = None, workers: int | None = None, force: bool = False,
-        db_url: str | None = None, stream=sys.stderr) -> dict:
-    """Grade every submission of ``assignments`` (default: all); returns counts and the failures."""
+        db_url: str | None = None, stream=sys.stderr, scheduler: str | None = None) -> dict:
+    """Grade every submission of ``assignments`` (default: all); returns counts and the failures.
+
+    ``scheduler``: the address of a Dask scheduler whose workers grade (:mod:`.cluster`) instead of local
+    processes."""
     course = course.resolve()
     assignments = assignments or available(course)
     unknown = [a for a in assignments if not plain_id(a) or not (course / "source" / a).is_dir()]
@@ -257,37 +275,35 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
         return summary
     prepare_gradebook(course, db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo},
                       stream)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-    summary["workers"] = workers
-    stream.write(f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))} "
-                 f"with {workers} worker(s)\n")
+    what = f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))}"
+    if scheduler:
+        from .cluster import grade
+
+        stream.write(f"{what} on the Dask cluster at {scheduler}\n")
+        results = grade(course, db_url, todo, scheduler)
+    else:
+        workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+        summary["workers"] = workers
+        stream.write(f"{what} with {workers} worker(s)\n")
+        results = _local(course, db_url, todo, workers)
     progress = Progress(len(todo), stream)
     progress.show()
     start = time.monotonic()
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init,
-                             initargs=(str(course), db_url)) as pool:
-        futures = {pool.submit(_worker_grade, j.assignment, j.student): j for j in todo}
-        for future in as_completed(futures):
-            job = futures[future]
-            try:
-                result = future.result()
-            except Exception as exc:
-                why = f"the grading worker died ({exc})" if isinstance(exc, BrokenProcessPool) else \
-                    f"{type(exc).__name__}: {exc}"
-                result = {"success": False, "log": "", "error": why}
-            label = f"{job.assignment}/{job.student}"
-            for line in _notable(result["log"]):
-                progress.note(f"{label}: {line}")
-            if result["success"]:
-                summary["graded"] += 1
-                mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
-                if mark.parent.is_dir():
-                    mark.write_text(job.fingerprint + "\n")
-            else:
-                error = (result["error"] or "").strip().splitlines()
-                progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")
-                summary["failed"].append(label)
-            progress.advance(f"{label} ({result.get('seconds', 0.0):.1f} s)")
+    for job, result in results:
+        label = f"{job.assignment}/{job.student}"
+        for line in _notable(result["log"]):
+            progress.note(f"{label}: {line}")
+        if result["success"]:
+            summary["graded"] += 1
+            mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
+            if mark.parent.is_dir():
+                mark.write_text(job.fingerprint + "\n")
+        else:
+            error = (result["error"] or "").strip().splitlines()
+            progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")
+            summary["failed"].append(label)
+        where = f", {result['worker']}" if result.get("worker") else ""
+        progress.advance(f"{label} ({result.get('seconds', 0.0):.1f} s{where})")
     progress.finish()
     summary["seconds"] = time.monotonic() - start
     stream.write(f"Graded {summary['graded']}, skipped {summary['skipped']} unchanged, "

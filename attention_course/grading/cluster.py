@@ -1,0 +1,245 @@
+"""Grade on the workers of a Dask cluster: ``autograde --scheduler tcp://host:8786``.
+
+The machine that keeps the gradebook (the *client*) plans the run exactly as local grading does
+(skip-unchanged fingerprints, unusable folders) and stays the gradebook's only writer. Each hand-in
+travels to a Dask worker as bytes, with what grading it needs: the assignment's ``source/`` folder,
+the course's ``nbgrader_config.py`` and a fingerprint of the course package. Workers share no
+filesystem with the client: each keeps a scratch course in its own local directory and grades
+there with nbgrader's own ``Autograde`` and the course's judged, sandboxed executor (its own fork
+server, as a local grading process). The executed notebooks come back; the client then runs
+nbgrader's ``Autograde`` once more on the hand-in with :class:`Delivered` in place of the execution
+step, which records the grades, late penalties and the autograded notebook in its own gradebook.
+
+A worker that dies mid-run loses nothing: the scheduler gives its hand-ins to another worker (a
+hand-in that has killed ``distributed.scheduler.allowed-failures`` workers is reported as not graded),
+and the client records each hand-in once, when its result arrives.
+
+Start workers with one thread each (``dask worker ADDRESS --nthreads 1``, as many as the machine
+has cores): a worker process grades one notebook at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from .autograde import _hash_tree, course_fingerprint
+from .course import PACKAGE_DIR
+
+#: Largest hand-in (all its files) sent to a worker; a bigger one is reported, not graded.
+MAX_HANDIN_BYTES = 200 * 2**20
+
+#: Executed notebooks waiting for :class:`Delivered`, by (student, assignment, notebook).
+DELIVERED: dict[tuple[str, str, str], str] = {}
+
+
+class Delivered(NbGraderPreprocessor):
+    """Stands in for the execution step on the client: the notebook a Dask worker executed."""
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        key = (info.get("student", ""), info.get("assignment", ""), info.get("notebook", ""))
+        try:
+            executed = DELIVERED.pop(key)
+        except KeyError:
+            raise RuntimeError(f"no worker returned {key[2]}.ipynb of {key[0]}/{key[1]}") from None
+        return nbformat.reads(executed, as_version=4), resources
+
+
+def package_fingerprint() -> str:
+    digest = hashlib.sha256()
+    _hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
+    return digest.hexdigest()
+
+
+def read_tree(root: Path, limit: int = MAX_HANDIN_BYTES) -> dict[str, bytes]:
+    """Every regular file under ``root`` (never through a symlink), by relative POSIX path."""
+    files, total = {}, 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))
+                             and d not in ("__pycache__", ".ipynb_checkpoints"))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            total += path.stat().st_size
+            if total > limit:
+                raise ValueError(f"{root} holds more than {limit // 2**20} MB")
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    return files
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    """Replace ``root`` by ``files`` (relative paths only)."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"refusing to write {rel!r}")
+        path = root.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def course_payload(course: Path, assignment: str) -> dict:
+    """What a worker needs to grade hand-ins of ``assignment``, besides the hand-in itself."""
+    return {"assignment": assignment, "fingerprint": course_fingerprint(course, assignment),
+            "package": package_fingerprint(), "config": (course / "nbgrader_config.py").read_bytes(),
+            "source": read_tree(course / "source" / assignment)}
+
+
+# -- on the worker -------------------------------------------------------------------------
+_LOCK = threading.Lock()  # one notebook at a time per worker process (grading changes the working directory)
+_STATE: dict = {"root": None, "config": None, "assignments": {}, "package": None}
+
+
+def _scratch_root() -> Path:
+    try:
+        from distributed import get_worker
+
+        base = Path(get_worker().local_directory)
+    except (ImportError, ValueError):  # not inside a Dask worker (the tests call it directly)
+        base = Path(os.environ.get("TMPDIR", "/tmp"))
+    return base / "attention-course"
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return os.uname().nodename
+
+
+def _prepare(payload: dict) -> Path:
+    """The worker's scratch course, holding the payload's configuration and assignment source."""
+    from . import autograde
+
+    if _STATE["package"] is None:
+        _STATE["package"] = package_fingerprint()
+        # nbgrader runs `alembic` from PATH when it opens a gradebook: the worker's environment comes first,
+        # however the worker was started.
+        os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    if payload["package"] != _STATE["package"]:
+        raise RuntimeError("this worker's attention_course package differs from the client's: install the same "
+                           "version of the course on every worker")
+    root = _STATE["root"] or _scratch_root()
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    if _STATE["config"] != payload["config"]:  # a new configuration: a new scratch course and nbgrader app
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "source").mkdir(parents=True)
+        (root / "nbgrader_config.py").write_bytes(payload["config"])
+        _STATE.update(root=root, config=payload["config"], assignments={})
+        autograde._worker_init(str(root), db_url)
+    assignment = payload["assignment"]
+    if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
+        write_tree(root / "source" / assignment, payload["source"])
+        autograde.register(root, db_url, assignment)
+        _STATE["assignments"][assignment] = payload["fingerprint"]
+    return root
+
+
+def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> dict:
+    """Autograde one hand-in in the worker's scratch course; returns the executed notebooks."""
+    from . import autograde
+
+    with _LOCK:
+        start = time.monotonic()
+        try:
+            root = _prepare(payload)
+        except SystemExit as exc:  # nbgrader's and the course's command-line errors must not end the worker
+            raise RuntimeError(str(exc)) from None
+        os.chdir(root)
+        assignment = payload["assignment"]
+        submitted = root / "submitted" / student / assignment
+        graded = root / "autograded" / student / assignment
+        try:
+            write_tree(submitted, handin)
+            shutil.rmtree(graded, ignore_errors=True)
+            result = autograde._API.autograde(assignment, student, force=True, create=True)
+            notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
+        finally:
+            shutil.rmtree(submitted.parent, ignore_errors=True)
+            shutil.rmtree(graded.parent, ignore_errors=True)
+        return {"success": bool(result.get("success")) and bool(notebooks),
+                "log": "\n".join(autograde._notable(result.get("log", ""))),
+                "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
+                "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": _worker_name()}
+
+
+# -- on the client ---------------------------------------------------------------------------
+def _recorder(course: Path, db_url: str):
+    """An nbgrader API for the client whose autograde records delivered notebooks instead of executing."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.apps.baseapp import NbGrader
+    from nbgrader.preprocessors import Execute
+
+    from .executor import JudgedExecute
+
+    app = NbGrader()
+    app.initialize([])
+    app.config.CourseDirectory.root = str(course)
+    app.config.CourseDirectory.db_url = db_url
+    steps = list(app.config.Autograde.get("autograde_preprocessors", []))
+    replaced = [Delivered if isinstance(p, type) and issubclass(p, (JudgedExecute, Execute)) else p for p in steps]
+    if Delivered not in replaced:
+        raise SystemExit("nbgrader_config.py sets no execution step in c.Autograde.autograde_preprocessors: "
+                         "there is nothing to run on the cluster")
+    app.config.Autograde.autograde_preprocessors = replaced
+    app.log.setLevel("WARNING")
+    api = NbGraderAPI(parent=app)
+    api.log.setLevel("WARNING")
+    return api
+
+
+def grade(course: Path, db_url: str, todo: list, scheduler: str):
+    """Grade ``todo`` (autograde.Job) on the cluster at ``scheduler``; yields (job, result) as each is recorded."""
+    from distributed import Client, as_completed
+
+    client = Client(scheduler, timeout="30s", name="attention-course-autograde")
+    try:
+        payloads = {}
+        futures = {}
+        for job in todo:
+            if job.assignment not in payloads:
+                # one object (a dict given to scatter would become one key per item, shared across assignments)
+                payloads[job.assignment] = client.scatter([course_payload(course, job.assignment)], hash=False)[0]
+            try:
+                handin = read_tree(course / "submitted" / job.student / job.assignment)
+            except (OSError, ValueError) as exc:
+                yield job, {"success": False, "log": "", "error": f"the hand-in could not be read: {exc}"}
+                continue
+            future = client.submit(grade_on_worker, payloads[job.assignment], job.student, handin, pure=False,
+                                   key=f"autograde-{job.assignment}-{job.student}-{os.urandom(4).hex()}")
+            futures[future] = job
+        api = _recorder(course, db_url)
+        for future in as_completed(futures):
+            job = futures.pop(future)
+            try:
+                result = future.result()
+            except Exception as exc:  # KilledWorker (it took down too many workers), or the task's own error
+                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+            future.release()
+            if result["success"]:
+                for name, text in result["notebooks"].items():
+                    DELIVERED[(job.student, job.assignment, name)] = text
+                start = time.monotonic()
+                recorded = api.autograde(job.assignment, job.student, force=True, create=False)
+                for name in result["notebooks"]:
+                    DELIVERED.pop((job.student, job.assignment, name), None)
+                result = dict(result, success=bool(recorded.get("success")),
+                              log=result["log"] + recorded.get("log", ""), error=recorded.get("error", ""),
+                              seconds=result["seconds"] + time.monotonic() - start)
+            yield job, result
+    finally:
+        client.close()
