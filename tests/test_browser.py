@@ -60,7 +60,7 @@ if CHROMIUM is None:
         raise RuntimeError(HOW_TO_ENABLE)
     pytest.skip(HOW_TO_ENABLE, allow_module_level=True)
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright  # noqa: E402
 
 
 def free_port() -> int:
@@ -84,7 +84,8 @@ class Lab:
         env.update(HOME=str(home), USER=user, LOGNAME=user, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
                    JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                    JUPYTER_CONFIG_DIR=str(home / ".jupyter"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
-        self.log = open(home / f"lab-{user}.log", "w")
+        self.log_path = home / f"lab-{user}.log"
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [str(BIN / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
              f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
@@ -97,13 +98,18 @@ class Lab:
                 break
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
+                    tail = self.log_tail(3000)
                     self.stop()
-                    raise RuntimeError(f"JupyterLab did not start: {(home / f'lab-{user}.log').read_text()[-3000:]}")
+                    raise RuntimeError(f"JupyterLab did not start: {tail}")
                 time.sleep(0.5)
 
     def url(self, path: str) -> str:
         sep = "&" if "?" in path else "?"
         return f"http://127.0.0.1:{self.port}/{path}{sep}token={self.token}"
+
+    def log_tail(self, chars: int = 4000) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-chars:]
 
     def stop(self):
         if self.proc.poll() is None:
@@ -167,17 +173,26 @@ def open_assignment_list(page, lab: Lab):
     page.get_by_text("Assignment List", exact=True).click()
 
 
-def idle(page, timeout=180_000):
-    """Wait until the notebook's kernel has finished everything it was asked to run."""
-    page.wait_for_function(
-        "() => { const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
-        " return e && e.dataset.status === 'idle' }", timeout=timeout)
+def idle(page, lab: Lab, timeout=180_000):
+    """Wait until the notebook's kernel has finished everything it was asked to run (on a timeout, say what
+    the page and the server were doing)."""
+    try:
+        page.wait_for_function(
+            "() => { const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+            " return e && e.dataset.status === 'idle' }", timeout=timeout)
+    except PlaywrightTimeout:
+        status = page.evaluate("() => { const e = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+                               " return e ? e.dataset.status : 'no indicator' }")
+        with urllib.request.urlopen(lab.url("api/kernels"), timeout=10) as r:
+            kernels = r.read().decode()
+        raise AssertionError(f"the kernel was not idle after {timeout / 1000:.0f} s: page says {status!r}, "
+                             f"server says {kernels}\n{lab.log_tail()}") from None
 
 
 def open_notebook(page, lab: Lab, path: str):
     page.goto(lab.url(f"lab/tree/{path}"))
     page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-    idle(page)
+    idle(page, lab)
 
 
 def code_cell(page, text: str):
@@ -214,10 +229,9 @@ def test_2_student_runs_fills_one_function_and_validates(world):
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='restart-and-run']").click()
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.wait_for_timeout(1000)
-    idle(page)
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    expect(errors.first).to_contain_text("NotImplementedError")
+    expect(errors.first).to_contain_text("NotImplementedError", timeout=180_000)  # run all stops at the stub
+    idle(page, world["student"])
     errors.first.scroll_into_view_if_needed()
     shot(page, "2-run-all-stops-at-a-stub")
 
@@ -230,7 +244,7 @@ def test_2_student_runs_fills_one_function_and_validates(world):
     for _ in range(12):
         page.keyboard.press("Shift+Enter")
         page.wait_for_timeout(300)
-        idle(page)
+        idle(page, world["student"])
         if all(re.search(r"\[\d+\]", c.locator(".jp-InputPrompt").inner_text()) for c in checks):
             break
     for check in checks:

@@ -224,3 +224,24 @@ def test_kernels_are_confined_however_they_start(tmp_path, fork):
     finally:
         kernel.close()
     assert not kernel.alive() and not kernel.scratch.exists() and not outside.exists()
+
+
+def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
+    """A TMPDIR so deep that a socket in it could not be bound (sun_path holds 107 bytes) still grades: the
+    kernel's scratch then goes to /tmp, and is gone afterwards."""
+    import logging
+    import tempfile
+
+    from attention_course.grading.executor import JudgedExecute, Kernel
+
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    kernel = Kernel(dict(JudgedExecute().settings(), fork=False), logging.getLogger("test"))
+    try:
+        outputs, status, _ = kernel.run("print(6 * 7)", 60)
+        assert status == "ok" and "42" in outputs[-1]["text"], outputs
+        assert not kernel.scratch.is_relative_to(deep)
+    finally:
+        kernel.close()
+    assert not kernel.scratch.exists() and not list(deep.iterdir())

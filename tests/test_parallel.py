@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -139,7 +140,7 @@ class DaskCluster:
     """``dask scheduler`` and ``dask worker`` processes (one thread each), stopped by process group."""
 
     def __init__(self, folder: Path, workers: int):
-        self.folder, self.procs, self.workers = folder, {}, []
+        self.folder, self.procs, self.workers, self.tmps = folder, {}, [], []
         env = dict(os.environ, PATH="/usr/bin:/bin")  # the workers find what they need without the venv on PATH
         sched_file = folder / "scheduler.json"
         (folder / "scheduler").mkdir(parents=True)
@@ -152,9 +153,11 @@ class DaskCluster:
         for i in range(workers):
             home = folder / f"worker-{i}"
             home.mkdir()
+            # a machine of its own has its own temporary folder (short: kernels bind sockets in it)
+            self.tmps.append(tempfile.mkdtemp(prefix=f"attention-w{i}-", dir="/tmp"))
             self.workers.append(home)
             self._start(f"worker-{i}", ["worker", self.address, "--nthreads", "1", "--no-dashboard",
-                                        "--local-directory", str(home)], home, env)
+                                        "--local-directory", str(home)], home, dict(env, TMPDIR=self.tmps[-1]))
         from distributed import Client
 
         with Client(self.address, timeout="30s") as client:
@@ -174,6 +177,8 @@ class DaskCluster:
     def stop(self) -> None:
         for name in list(self.procs):
             self.kill(name)
+        for tmp in self.tmps:  # what a killed worker's kernels left behind
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_dask_workers_without_a_shared_folder_grade_like_local(demo, tmp_path):

@@ -101,14 +101,16 @@ def grade_hostile(course: Path, assignment: str, attacks: list, extra: dict) -> 
     write_class(course, assignment, extra)
     memory = PeakMemory()
     memory.start()
-    log = course_autograde(course, assignment, "--force", check=False).stderr
+    tmp = course.parent / "tmp"  # the grader's own temporary folder, to see what it leaves behind
+    tmp.mkdir()
+    log = course_autograde(course, assignment, "--force", check=False, env={"TMPDIR": str(tmp)}).stderr
     memory.stop.set()
     memory.join()
     nbgrader(course, "generate_feedback", assignment, "--force", check=False)
     seconds = {m.group(1): float(m.group(2)) for m in re.finditer(rf"{assignment}/(\S+) \(([\d.]+) s\)", log)}
     return {"course": course, "demo": demo, "before": before, "source_before": source_before, "log": log,
             "scores": read_scores(course, assignment), "seconds": seconds, "peak": (memory.peak, memory.who),
-            "assignment": assignment}
+            "assignment": assignment, "tmp": tmp}
 
 
 @pytest.fixture(scope="session")
@@ -215,7 +217,7 @@ def test_nothing_outside_the_scratch_area_changes(hostile):
     assert not Path("/tmp/attention-canary.txt").exists()
     assert (course / "gradebook.db").stat().st_size > 0
     assert not judge_processes(), "kernel processes outlived grading"
-    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("attention-judge-*")), "scratch folders left behind"
+    assert not list(run["tmp"].iterdir()), f"scratch left behind: {sorted(p.name for p in run['tmp'].iterdir())}"
 
 
 def test_no_attack_reads_hidden_tests_and_feedback_leaks_nothing(hostile):

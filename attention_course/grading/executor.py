@@ -106,13 +106,28 @@ def _kill_cgroups(dirs: list[Path]) -> None:
             pass
 
 
+#: The longest path a Unix socket can bind (sun_path holds 108 bytes with its NUL); the kernel's ZeroMQ
+#: sockets and the judge's socket live in the scratch folder as ``k-1`` … and ``judge.sock``.
+_SOCKET_PATH_MAX = 107
+_LONGEST_SOCKET = "/judge.sock"
+
+
+def _scratch_folder() -> Path:
+    """A fresh scratch folder in the temporary folder (``TMPDIR``), or in /tmp when ``TMPDIR`` is so deep that
+    a socket path inside it would be too long to bind."""
+    base = tempfile.gettempdir()
+    if len(base) + len("/attention-judge-12345678") + len(_LONGEST_SOCKET) > _SOCKET_PATH_MAX:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="attention-judge-", dir=base))
+
+
 class Kernel:
     """One sandboxed kernel with the course agent connected to the judge."""
 
     def __init__(self, settings: dict, log):
         self.log = log
         self.settings = settings
-        self.scratch = Path(tempfile.mkdtemp(prefix="attention-judge-"))
+        self.scratch = _scratch_folder()
         self.proc = self.kc = self.listener = self.conn = None
         self.cgroups = []
         try:
