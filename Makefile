@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades report test bench lab clean
+.PHONY: help install release solutions demo autograde feedback grades report test bench bench-class lab clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -53,8 +53,12 @@ report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, browser (~23 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 submissions of 01 (~6 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~13 min)
 	$(BIN)/python -m attention_course.grading bench
+
+N ?= 500
+bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows?
+	$(BIN)/python -m attention_course.grading bench-class --students $(N)
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)

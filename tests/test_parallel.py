@@ -1,6 +1,6 @@
 """The course's parallel autograde command (``make autograde``), against stock ``nbgrader autograde``.
 
-One scratch course holds all five assignments and the demo class (8 students each, 40 hand-ins).
+One scratch course holds every assignment and its demo class (8 students each).
 Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
@@ -11,19 +11,17 @@ one of them is killed mid-run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from attention_course.grading.cluster import LoopbackCluster
 from attention_course.grading.course import available, catalogue_path, score_table
 from attention_course.grading.submissions import demo_roster, load_catalogue, write_class
 
@@ -31,6 +29,8 @@ from harness import BIN, course_autograde, nbgrader, new_course, read_scores, re
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 
 ASSIGNMENTS = available()
+#: The demo class of every assignment: 8 hand-ins each.
+HANDINS = sum(len(demo_roster(load_catalogue(catalogue_path(a)))) for a in ASSIGNMENTS)
 
 
 def all_scores(course, db_url=None) -> dict:
@@ -57,26 +57,26 @@ def demo(tmp_path_factory):
     for a in ASSIGNMENTS:
         nbgrader(course, "autograde", a, "--force")
     stock = all_scores(course)
-    assert sum(len(s) for s in stock.values()) == 40
+    assert sum(len(s) for s in stock.values()) == HANDINS
     return course, stock
 
 
 def test_course_command_writes_the_same_grades_and_skips_unchanged_work(demo):
     course, stock = demo
     first = course_autograde(course, "--workers", "3")  # no fingerprints yet: everything is graded
-    assert "Grading 40 submission(s)" in first.stderr and "with 3 worker(s)" in first.stderr, first.stderr[-3000:]
-    assert "40/40" in first.stderr and "ETA" in first.stderr and "submissions/s" in first.stderr
+    assert f"Grading {HANDINS} submission(s)" in first.stderr and "with 3 worker(s)" in first.stderr, first.stderr[-3000:]
+    assert f"{HANDINS}/{HANDINS}" in first.stderr and "ETA" in first.stderr and "submissions/s" in first.stderr
     assert not differences(all_scores(course), stock), "\n".join(differences(all_scores(course), stock))
 
     again = course_autograde(course)
-    assert "Skipping 40 submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
+    assert f"Skipping {HANDINS} submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
 
     # A student hands in again (here: the complete answer); only that hand-in is graded again.
     a = ASSIGNMENTS[0]
     for nb in (course / "submitted" / "demo-complete" / a).glob("*.ipynb"):
         shutil.copy(nb, course / "submitted" / "ada" / a / nb.name)
     third = course_autograde(course, "--workers", "2")
-    assert "Skipping 39 submission(s)" in third.stderr and "Grading 1 submission(s)" in third.stderr, \
+    assert f"Skipping {HANDINS - 1} submission(s)" in third.stderr and "Grading 1 submission(s)" in third.stderr, \
         third.stderr[-3000:]
     after = all_scores(course)
     assert after[a]["ada"] == stock[a]["demo-complete"], "the new hand-in was not graded as handed in"
@@ -99,7 +99,7 @@ def test_postgresql_gradebook_with_several_workers(demo, tmp_path):
         url = server.create_database("gradebook")
         release(pg_course, ASSIGNMENTS, url)
         run = course_autograde(pg_course, "--workers", "3", "--db", url)
-        assert "Graded 40" in run.stderr, run.stderr[-3000:]
+        assert f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
         assert not differences(all_scores(pg_course, url), stock), "\n".join(differences(all_scores(pg_course, url),
                                                                                      stock))
         assert not (pg_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
@@ -136,51 +136,6 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
 
 
 # -- Dask: a real scheduler and workers on loopback, each worker in its own empty folder ------------------
-class DaskCluster:
-    """``dask scheduler`` and ``dask worker`` processes (one thread each), stopped by process group."""
-
-    def __init__(self, folder: Path, workers: int):
-        self.folder, self.procs, self.workers, self.tmps = folder, {}, [], []
-        env = dict(os.environ, PATH="/usr/bin:/bin")  # the workers find what they need without the venv on PATH
-        sched_file = folder / "scheduler.json"
-        (folder / "scheduler").mkdir(parents=True)
-        self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                  "--scheduler-file", str(sched_file)], folder / "scheduler", env)
-        deadline = time.monotonic() + 60
-        while not sched_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        self.address = json.loads(sched_file.read_text())["address"]
-        for i in range(workers):
-            home = folder / f"worker-{i}"
-            home.mkdir()
-            # a machine of its own has its own temporary folder (short: kernels bind sockets in it)
-            self.tmps.append(tempfile.mkdtemp(prefix=f"attention-w{i}-", dir="/tmp"))
-            self.workers.append(home)
-            self._start(f"worker-{i}", ["worker", self.address, "--nthreads", "1", "--no-dashboard",
-                                        "--local-directory", str(home)], home, dict(env, TMPDIR=self.tmps[-1]))
-        from distributed import Client
-
-        with Client(self.address, timeout="30s") as client:
-            client.wait_for_workers(workers, timeout=120)
-
-    def _start(self, name: str, args: list[str], cwd: Path, env: dict) -> None:
-        with open(self.folder / f"{name}.log", "wb") as log:
-            self.procs[name] = subprocess.Popen([str(BIN / "dask"), *args], cwd=cwd, env=env, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill(self, name: str) -> None:
-        """SIGKILL a process and everything it started (a machine that went away)."""
-        proc = self.procs.pop(name)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-
-    def stop(self) -> None:
-        for name in list(self.procs):
-            self.kill(name)
-        for tmp in self.tmps:  # what a killed worker's kernels left behind
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 def test_dask_workers_without_a_shared_folder_grade_like_local(demo, tmp_path):
     """The demo class graded through a real Dask scheduler and two workers on loopback: every per-cell grade
     equals local grading, the course's own folders are never touched by the workers (they grade in their own
@@ -190,18 +145,18 @@ def test_dask_workers_without_a_shared_folder_grade_like_local(demo, tmp_path):
     shutil.copytree(course, dask_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
                                                                        "submitted"))
     shutil.copytree(course.parent / "submitted-as-handed-in", dask_course / "submitted")
-    cluster = DaskCluster(tmp_path / "cluster", workers=2)
+    cluster = LoopbackCluster(tmp_path / "cluster", workers=2)
     try:
         run = course_autograde(dask_course, "--scheduler", cluster.address)
-        assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and "Graded 40" in run.stderr, run.stderr[-3000:]
-        assert "40/40" in run.stderr and "ETA" in run.stderr
+        assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
+        assert f"{HANDINS}/{HANDINS}" in run.stderr and "ETA" in run.stderr
         assert not differences(all_scores(dask_course), stock), "\n".join(differences(all_scores(dask_course), stock))
         used = {m for m in re.findall(r"s, (tcp://[\d.:]+)\)", run.stderr)}
         assert len(used) == 2, f"both workers should have graded: {used}"
         for home in cluster.workers:  # each worker graded in a scratch course of its own folder
             assert list(home.rglob("attention-course/source/*/*.ipynb")), f"{home} holds no scratch course"
         again = course_autograde(dask_course, "--scheduler", cluster.address)
-        assert "Skipping 40 submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
+        assert f"Skipping {HANDINS} submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
     finally:
         cluster.stop()
 
@@ -218,7 +173,7 @@ def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, tmp_path):
         for folder in (course.parent / "submitted-as-handed-in").glob(f"*/{a}"):
             shutil.copytree(folder, dask_course / "submitted" / folder.parent.name / a)
     total = sum(len(stock[a]) for a in some)
-    cluster = DaskCluster(tmp_path / "cluster", workers=2)
+    cluster = LoopbackCluster(tmp_path / "cluster", workers=2)
     log_path = tmp_path / "autograde.log"
     try:
         with open(log_path, "w") as log:

@@ -4,7 +4,9 @@
            assignment) into ``submitted/``; assignments must be released first.
 ``autograde`` grades every submission (or those of the given assignments) across worker
            processes, with a progress line; unchanged, already graded submissions are skipped.
-``bench``  times stock nbgrader against the course command on a synthetic class.
+``bench``  times stock nbgrader against the course command on a synthetic class, and a class
+           handing in every assignment on 1 and 2 workers and 2 Dask workers.
+``bench-class`` grades N synthetic hand-ins of 01, seconds per 100 as it goes.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
@@ -36,6 +38,8 @@ def main(argv=None) -> int:
                        help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of local processes")
     sub.add_parser("bench", help="time stock nbgrader against the course command (bench --help: its options)",
                    add_help=False)
+    sub.add_parser("bench-class", help="grade a large class of 01, seconds per 100 hand-ins as it goes",
+                   add_help=False)
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
     table.add_argument("--canvas", type=Path, default=Path("grades-canvas.csv"),
@@ -45,10 +49,10 @@ def main(argv=None) -> int:
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     args, extra = parser.parse_known_args(argv)
-    if args.command == "bench":  # its options are its own
-        from .bench import main as bench_main
+    if args.command in ("bench", "bench-class"):  # their options are their own
+        from .bench import class_main, main as bench_main
 
-        return bench_main(extra)
+        return (bench_main if args.command == "bench" else class_main)(extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     course = args.course.resolve()

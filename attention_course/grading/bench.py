@@ -53,8 +53,9 @@ import nbformat
 warnings.simplefilter("ignore")
 shell = InteractiveShell.instance()
 notebooks = sys.argv[1:]
-start = time.perf_counter()
+seconds = {}
 for path in notebooks:
+    start = time.perf_counter()
     nb = nbformat.read(path, as_version=4)
     shell.reset(new_session=False)
     os.chdir(os.path.dirname(path))
@@ -64,16 +65,17 @@ for path in notebooks:
             for num in matplotlib.pyplot.get_fignums():  # what a kernel's inline backend does after a cell
                 matplotlib.pyplot.figure(num).savefig(io.BytesIO(), format="png", bbox_inches="tight")
             matplotlib.pyplot.close("all")
-print(json.dumps({"seconds": time.perf_counter() - start, "notebooks": len(notebooks)}))
+    seconds[path] = time.perf_counter() - start
+print(json.dumps(seconds))
 """
 
 
 ROSTER_NAMES: dict[str, str] = {}
 
 
-def roster(n: int) -> dict:
+def roster(n: int, assignment: str = ASSIGNMENT) -> dict:
     """``n`` students cycling through the catalogue (complete, blank, every mistake and alternative)."""
-    answers = [COMPLETE, BLANK, *load_catalogue(catalogue_path(ASSIGNMENT))]
+    answers = [COMPLETE, BLANK, *load_catalogue(catalogue_path(assignment))]
     chosen = {f"student{i + 1:03d}": what for i, what in zip(range(n), itertools.cycle(answers))}
     ROSTER_NAMES.update({s: getattr(w, "name", w) for s, w in chosen.items()})
     return chosen
@@ -97,9 +99,14 @@ def _nbgrader(*args: str) -> list[str]:
     return [os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args, "--log-level=ERROR"]
 
 
-def _grades(course: Path) -> dict:
+def _grades(course: Path, assignment: str = ASSIGNMENT) -> dict:
     return {student: {cell: score for cell, (score, _, _) in cells.items()}
-            for student, cells in cell_scores(gradebook_url(course), ASSIGNMENT).items()}
+            for student, cells in cell_scores(gradebook_url(course), assignment).items()}
+
+
+def _class_grades(course: Path, assignments: list[str]) -> dict:
+    """Per-cell scores of every hand-in, by ``assignment/student``."""
+    return {f"{a}/{student}": cells for a in assignments for student, cells in _grades(course, a).items()}
 
 
 def _differences(got: dict, want: dict) -> list[tuple[str, str]]:
@@ -119,6 +126,16 @@ def _stderr_cells(course: Path, student: str) -> set[str]:
     return found
 
 
+def _floor(course: Path, cwd: Path) -> dict[str, float]:
+    """Seconds each graded notebook of ``course`` takes in one warm IPython shell, by its path."""
+    notebooks = sorted(str(p) for p in (course / "autograded").glob("*/*/*.ipynb"))
+    proc = subprocess.run([sys.executable, "-c", FLOOR, *notebooks], env=_env(), capture_output=True, text=True,
+                          cwd=cwd)
+    if proc.returncode != 0:
+        raise SystemExit(f"floor measurement failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attention_course.grading bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,11 +143,17 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="workers of the course command (default: the number of CPU cores)")
     parser.add_argument("--target", type=float, default=4.0, help="required speed-up over stock (default: 4)")
+    parser.add_argument("--class-size", type=int, default=20,
+                        help="students of the mixed class, each handing in every assignment (default: 20; 0: skip)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="attention-bench-"))
     try:
-        return _bench(scratch, args)
+        status = _bench(scratch, args)
+        if args.class_size:
+            print()
+            status = max(status, _mixed(scratch, args))
+        return status
     finally:
         if args.keep:
             print(f"Scratch courses kept in {scratch}")
@@ -165,12 +188,7 @@ def _bench(scratch: Path, args) -> int:
     t_stock, t_par = rows[0][1], rows[-1][1]
 
     print("  5. floor: the graded notebooks run in one warm IPython shell ...", flush=True)
-    notebooks = sorted(str(p) for p in (course / "autograded").glob(f"*/{ASSIGNMENT}/*.ipynb"))
-    proc = subprocess.run([sys.executable, "-c", FLOOR, *notebooks], env=_env(), capture_output=True, text=True,
-                          cwd=scratch)
-    if proc.returncode != 0:
-        raise SystemExit(f"floor measurement failed:\n{proc.stderr[-3000:]}")
-    floor = json.loads(proc.stdout.strip().splitlines()[-1])["seconds"] / n
+    floor = sum(_floor(course, scratch).values()) / n
     cores = min(args.workers, os.cpu_count() or 1)
 
     print()
@@ -196,6 +214,101 @@ def _bench(scratch: Path, args) -> int:
               f"{grades[i - 1].get(student, {}).get(cell)}, course command {ours.get(student, {}).get(cell)}{hint}")
     identical = not differ
     return 0 if identical and ratio >= args.target else 1
+
+
+
+def _mixed(scratch: Path, args) -> int:
+    """A class handing in every assignment, graded by 1 and 2 local workers and by 2 Dask workers."""
+    from .cluster import LoopbackCluster
+    from .course import available
+
+    assignments = [a for a in available() if catalogue_path(a).exists()]
+    n, cores = args.class_size, os.cpu_count() or 1
+    total = n * len(assignments)
+    print(f"Mixed class: {n} students x {len(assignments)} assignments = {total} hand-ins on {cores} CPU core(s)")
+    course = scratch_course(scratch / "mixed", assignments)
+    for assignment in assignments:
+        _timed(_nbgrader("generate_assignment", assignment, "--force"), course)
+        write_class(course, assignment, roster(n, assignment))
+    command = [sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde", "--force"]
+    runs = [("course command, 1 worker", command + ["--workers", "1"]),
+            ("course command, 2 workers", command + ["--workers", "2"]),
+            ("course command, 2 Dask workers (loopback)", None)]
+    rows, grades = [], []
+    for i, (name, cmd) in enumerate(runs, 1):
+        print(f"  {i}. {name} ...", flush=True)
+        if cmd is None:  # the scheduler and workers start before the clock does, as a standing cluster would
+            with LoopbackCluster(scratch / "cluster", workers=2) as cluster:
+                rows.append((name, _timed(command + ["--scheduler", cluster.address], course)))
+        else:
+            rows.append((name, _timed(cmd, course)))
+        grades.append(_class_grades(course, assignments))
+    print(f"  {len(runs) + 1}. floor: the graded notebooks run in one warm IPython shell ...", flush=True)
+    per_notebook = _floor(course, scratch)
+    floor = sum(per_notebook.values())
+
+    print()
+    print("Floor per assignment (one warm shell, one core): " + ", ".join(
+        f"{a} {sum(t for p, t in per_notebook.items() if f'/{a}/' in p) / n:.2f} s" for a in assignments))
+    width = max(len(name) for name, _ in rows)
+    one = rows[0][1]
+    print(f"{'':{width}}  {'total s':>8}  {'s/hand-in':>9}  {'vs 1 worker':>11}  {'x floor':>7}  {'x floor/2':>9}")
+    print(f"{'floor: execution only, imports done':{width}}  {floor:8.1f}  {floor / total:9.3f}")
+    for name, seconds in rows:
+        print(f"{name:{width}}  {seconds:8.1f}  {seconds / total:9.3f}  {one / seconds:10.2f}x  "
+              f"{seconds / floor:6.2f}x  {seconds / (floor / 2):8.2f}x")
+    differ = [(runs[i][0], key, cell) for i, g in enumerate(grades[:-1]) for key, cell in _differences(g, grades[-1])]
+    print("Per-cell grades identical in all three runs: " + ("yes" if not differ else "NO"))
+    for name, key, cell in differ[:40]:
+        print(f"  {name}: {key} {cell}")
+    return 1 if differ else 0
+
+
+def class_main(argv=None) -> int:
+    """``make bench-class``: a large class of 01 graded by the course command, seconds per block as it goes."""
+    import re
+
+    parser = argparse.ArgumentParser(prog="python -m attention_course.grading bench-class",
+                                     description="Grade N synthetic hand-ins of 01 with the course command and "
+                                                 "print the seconds each block of hand-ins took, as it goes: does "
+                                                 "the cost per hand-in stay flat as the gradebook grows?")
+    parser.add_argument("--students", type=int, default=500, help="hand-ins (default: 500)")
+    parser.add_argument("--every", type=int, default=100, help="block size (default: 100)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="default: the number of CPU cores")
+    args = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="attention-bench-class-"))
+    try:
+        course = scratch_course(scratch / "class", [ASSIGNMENT])
+        _timed(_nbgrader("generate_assignment", ASSIGNMENT, "--force"), course)
+        write_class(course, ASSIGNMENT, roster(args.students))
+        print(f"{args.students} hand-ins of {ASSIGNMENT}, {args.workers} workers, {os.cpu_count()} CPU core(s); "
+              f"the first block includes the workers' start-up", flush=True)
+        proc = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(course),
+                                 "autograde", ASSIGNMENT, "--force", "--workers", str(args.workers)],
+                                cwd=course, env=_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        start = last = time.monotonic()
+        blocks, tail = [], []
+        for line in proc.stderr:
+            tail = (tail + [line])[-40:]
+            done = re.match(r"\[[#.]+\] (\d+)/(\d+)", line)
+            if not done or (int(done.group(1)) % args.every and int(done.group(1)) != args.students):
+                continue
+            now, count = time.monotonic(), int(done.group(1))
+            size = (course / "gradebook.db").stat().st_size
+            first = len(blocks) * args.every + 1
+            blocks.append((now - last) * 100 / (count - first + 1))
+            print(f"  hand-ins {first:4d}-{count:4d}: {now - last:6.1f} s, {blocks[-1]:5.1f} s per 100; "
+                  f"gradebook {size / 2**20:5.1f} MB; elapsed {now - start:6.0f} s", flush=True)
+            last = now
+        if proc.wait() != 0:
+            print("".join(tail), file=sys.stderr)
+            return 1
+        steady = blocks[1:] or blocks
+        print(f"Seconds per 100 after the first block: {min(steady):.1f} to {max(steady):.1f} "
+              f"(last / second block: {steady[-1] / steady[0]:.2f})")
+        return 0
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

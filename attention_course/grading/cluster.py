@@ -205,30 +205,52 @@ def _recorder(course: Path, db_url: str):
 def grade(course: Path, db_url: str, todo: list, scheduler: str):
     """Grade ``todo`` (autograde.Job) on the cluster at ``scheduler``; yields (job, result) as each is recorded."""
     from distributed import Client, as_completed
+    from distributed.client import FutureCancelledError
 
     client = Client(scheduler, timeout="30s", name="attention-course-autograde")
     try:
-        payloads = {}
-        futures = {}
+        payloads, futures, handins, retried = {}, {}, {}, set()
+
+        def scatter(assignment: str):
+            # one object (a dict given to scatter would become one key per item, shared across assignments),
+            # copied to every worker: scattered data has no recipe, and a single copy dies with its worker
+            payloads[assignment] = client.scatter([course_payload(course, assignment)], hash=False, broadcast=True)[0]
+
+        def submit(job):
+            handin = handins[(job.assignment, job.student)]
+            future = client.submit(grade_on_worker, payloads[job.assignment], job.student, handin, pure=False,
+                                   key=f"autograde-{job.assignment}-{job.student}-{os.urandom(4).hex()}")
+            futures[future] = (job, payloads[job.assignment].key)
+            return future
+
         for job in todo:
             if job.assignment not in payloads:
-                # one object (a dict given to scatter would become one key per item, shared across assignments)
-                payloads[job.assignment] = client.scatter([course_payload(course, job.assignment)], hash=False)[0]
+                scatter(job.assignment)
             try:
-                handin = read_tree(course / "submitted" / job.student / job.assignment)
+                handins[(job.assignment, job.student)] = read_tree(course / "submitted" / job.student
+                                                                   / job.assignment)
             except (OSError, ValueError) as exc:
                 yield job, {"success": False, "log": "", "error": f"the hand-in could not be read: {exc}"}
                 continue
-            future = client.submit(grade_on_worker, payloads[job.assignment], job.student, handin, pure=False,
-                                   key=f"autograde-{job.assignment}-{job.student}-{os.urandom(4).hex()}")
-            futures[future] = job
+            submit(job)
         api = _recorder(course, db_url)
-        for future in as_completed(futures):
-            job = futures.pop(future)
+        running = as_completed(list(futures))
+        for future in running:
+            job, payload_key = futures.pop(future)
             try:
                 result = future.result()
+            except FutureCancelledError:  # its payload was lost with the workers that held it: send it again, once
+                future.release()
+                if (job.assignment, job.student) not in retried:
+                    retried.add((job.assignment, job.student))
+                    if payloads[job.assignment].key == payload_key:
+                        scatter(job.assignment)
+                    running.add(submit(job))
+                    continue
+                result = {"success": False, "log": "", "error": "the cluster lost this hand-in twice"}
             except Exception as exc:  # KilledWorker (it took down too many workers), or the task's own error
                 result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+            handins.pop((job.assignment, job.student), None)
             future.release()
             if result["success"]:
                 for name, text in result["notebooks"].items():
@@ -243,3 +265,67 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str):
             yield job, result
     finally:
         client.close()
+
+
+# -- a cluster on this machine ----------------------------------------------------------------
+class LoopbackCluster:
+    """A real ``dask scheduler`` and ``workers`` ``dask worker`` processes (one thread each) on loopback, each
+    worker in its own empty folder with its own temporary folder, as on machines of their own; stopped by
+    process group. For the tests and ``make bench``."""
+
+    def __init__(self, folder: Path, workers: int):
+        import json
+        import tempfile
+
+        self.folder, self.procs, self.workers, self.tmps = folder, {}, [], []
+        self.dask = str(Path(sys.executable).parent / "dask")
+        env = dict(os.environ, PATH="/usr/bin:/bin")  # the workers find what they need without the venv on PATH
+        sched_file = folder / "scheduler.json"
+        (folder / "scheduler").mkdir(parents=True)
+        self._start("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(sched_file)], folder / "scheduler", env)
+        deadline = time.monotonic() + 60
+        while not sched_file.exists():
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the Dask scheduler did not start: see {folder / 'scheduler.log'}")
+            time.sleep(0.2)
+        self.address = json.loads(sched_file.read_text())["address"]
+        for i in range(workers):
+            home = folder / f"worker-{i}"
+            home.mkdir()
+            self.tmps.append(tempfile.mkdtemp(prefix=f"attention-w{i}-", dir="/tmp"))  # short: kernels bind sockets
+            self.workers.append(home)
+            self._start(f"worker-{i}", ["worker", self.address, "--nthreads", "1", "--no-dashboard",
+                                        "--local-directory", str(home)], home, dict(env, TMPDIR=self.tmps[-1]))
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(workers, timeout=120)
+
+    def _start(self, name: str, args: list[str], cwd: Path, env: dict) -> None:
+        import subprocess
+
+        with open(self.folder / f"{name}.log", "wb") as log:
+            self.procs[name] = subprocess.Popen([self.dask, *args], cwd=cwd, env=env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a process and everything it started (a machine that went away)."""
+        import signal
+
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            self.kill(name)
+        for tmp in self.tmps:  # what a killed worker's kernels left behind
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

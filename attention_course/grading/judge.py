@@ -308,12 +308,13 @@ def free_names(source: str) -> tuple[str, ...]:
     return tuple(n for n in read if n not in bound and not hasattr(builtins, n))
 
 
-def bound_names(source: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # asked of the same master cells for every hand-in: analyse each once
+def bound_names(source: str) -> frozenset[str]:
     """Every name a cell binds anywhere (assignments, definitions, imports, loop variables)."""
     try:
         tree = ast.parse(python_source(source))
     except SyntaxError:
-        return set()
+        return frozenset()
     bound = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -322,7 +323,7 @@ def bound_names(source: str) -> set[str]:
             bound.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return bound
+    return frozenset(bound)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -37,6 +37,36 @@ HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
+def _validate_cells_with_one_validator() -> None:
+    """nbgrader 0.9.6 checks each cell's nbgrader metadata with ``jsonschema.validate``, which first checks
+    nbgrader's own constant schema against JSON Schema's metaschema: 1.5 ms per cell, 50 ms of every hand-in.
+    Here one validator per schema does the same checks, and raises the same ``ValidationError``."""
+    import types
+
+    import jsonschema
+    from nbgrader.nbgraderformat import common
+
+    if getattr(common.jsonschema, "course_validator", False):
+        return
+    made = {}
+
+    def validate(instance, schema, *args, **kwargs):
+        if args or kwargs:
+            return jsonschema.validate(instance, schema, *args, **kwargs)
+        entry = made.get(id(schema))
+        if entry is None or entry[0] is not schema:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+            entry = made[id(schema)] = (schema, jsonschema.validators.validator_for(schema)(schema))
+        error = jsonschema.exceptions.best_match(entry[1].iter_errors(instance))
+        if error is not None:
+            raise error
+
+    common.jsonschema = types.SimpleNamespace(validate=validate, course_validator=True)
+
+
+_validate_cells_with_one_validator()
+
+
 def replace_blocks(source: str, begin: str, end: str, keep) -> str:
     """Replace every ``begin``/``end`` block of ``source``.
 
