@@ -43,8 +43,9 @@ def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
 
 
 def trains_a_model(assignment: str) -> bool:
-    """Whether a master shortens training under NBGRADER_EXECUTION."""
-    return any("NBGRADER_EXECUTION" in "".join(c["source"]) for nb in masters(assignment).values() for c in nb["cells"])
+    """Whether a master trains a model (it prints ``step …``) and shortens it under NBGRADER_EXECUTION."""
+    sources = ["".join(c["source"]) for nb in masters(assignment).values() for c in nb["cells"]]
+    return any("NBGRADER_EXECUTION" in s for s in sources) and any('f"step {' in s for s in sources)
 
 
 COURSE_ID = "attention-from-scratch"

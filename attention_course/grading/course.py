@@ -14,6 +14,7 @@ ASSIGNMENTS = [
     "03_masking",
     "04_msa_attention",
     "05_hand_designed_transformers",
+    "06_efficient_attention",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]

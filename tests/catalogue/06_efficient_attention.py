@@ -1,0 +1,283 @@
+"""Synthetic submissions for 06_efficient_attention: realistic mistakes and alternative correct answers."""
+
+from attention_course.grading.submissions import Submission
+
+TILED_ALL = frozenset({"test_tiled", "test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal"})
+CACHE_ALL = frozenset({"test_attend_with_cache", "test_decode", "test_decode_rope"})
+
+SUBMISSIONS = [
+    # ---- Part 1: the softmax as a running computation -----------------------------------------
+    Submission(
+        "combine-no-rescale", "added the two blocks' sums without bringing them to the common maximum",
+        edits=[("online", "return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)", "return m, s1 + s2")],
+        says="the sums are added without rescaling to the common maximum",
+        headline="the sums are added without rescaling to the common maximum",
+        loses=frozenset({"test_combine", "test_online_softmax"}), in_demo=True,
+    ),
+    Submission(
+        "combine-inverted-factor", "rescaled each sum by exp(common maximum - block maximum), upside down",
+        edits=[("online", "return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
+                "return m, s1 * np.exp(m - m1) + s2 * np.exp(m - m2)")],
+        says="the rescaling factors are inverted",
+        loses=frozenset({"test_combine", "test_online_softmax"}),
+    ),
+    Submission(
+        "online-drops-last-block", "stepped through whole blocks only: the shorter last block is never read",
+        edits=[("online", "for start in range(0, len(x), block):", "for start in range(0, len(x) - block + 1, block):")],
+        says="Is every block read, the shorter last one included?",
+        loses=frozenset({"test_online_softmax"}),
+    ),
+    Submission(
+        "online-exp-of-raw-scores", "computed a block's sum as sum(exp(x)) / exp(max): equal on paper, overflows in floats",
+        edits=[("online", "m, s = combine(m, s, top, np.exp(chunk - top).sum())",
+                "m, s = combine(m, s, top, np.exp(chunk).sum() / np.exp(top))")],
+        says="exp(x) overflows",
+        loses=frozenset({"test_online_softmax"}),
+    ),
+    # ---- Part 2: tiled attention --------------------------------------------------------------
+    Submission(
+        "tiled-denominator-not-rescaled", "rescaled the accumulator but not the denominator l",
+        edits=[("tiled", "l = alpha * l + P.sum(axis=1)", "l = l + P.sum(axis=1)")],
+        says="must be rescaled by exp(m_old - m_new)",
+        headline="must be rescaled by exp(m_old - m_new)",
+        loses=TILED_ALL, in_demo=True,
+    ),
+    Submission(
+        "tiled-accumulator-not-rescaled", "rescaled the denominator but not the accumulator",
+        edits=[("tiled", "acc = alpha[:, None] * acc + P @ V[ks:ke]", "acc = acc + P @ V[ks:ke]")],
+        says="must be rescaled by exp(m_old - m_new)",
+        headline="must be rescaled by exp(m_old - m_new)",
+        loses=TILED_ALL,
+    ),
+    Submission(
+        "tiled-rescale-with-updated-max", "overwrote m before computing alpha, so alpha is exp(0) = 1",
+        edits=[("tiled", "            m_new = np.maximum(m, S.max(axis=1))\n            alpha = np.exp(m - m_new)",
+                "            m_new = np.maximum(m, S.max(axis=1))\n            m = m_new\n            alpha = np.exp(m - m_new)")],
+        says="must be rescaled by exp(m_old - m_new)",
+        loses=TILED_ALL,
+    ),
+    Submission(
+        "tiled-unscaled", "forgot the 1/sqrt(d) scale of the scores",
+        edits=[("tiled", "S = Q[qs:qe] @ K[ks:ke].T * scale", "S = Q[qs:qe] @ K[ks:ke].T")],
+        says="the scores are not scaled by 1/sqrt(d)",
+        loses=TILED_ALL - {"test_tiled_large_scores"},
+    ),
+    Submission(
+        "tiled-exp-of-raw-scores", "exponentiated the raw scores (no running maximum): right until exp overflows",
+        edits=[("tiled", "P = np.exp(S - m_new[:, None])", "P = np.exp(S)"),
+               ("tiled", "alpha = np.exp(m - m_new)", "alpha = np.ones_like(m)")],
+        says="exp(1000) is inf",
+        loses=frozenset({"test_tiled_large_scores"}),
+    ),
+    Submission(
+        "tiled-drops-last-key-block", "looped over whole key blocks only: the shorter last block is lost",
+        edits=[("tiled", "for ks in range(0, L_k, block_k):", "for ks in range(0, L_k - block_k + 1, block_k):")],
+        says="the last block is shorter",
+        loses=frozenset({"test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal", "test_tiled_causal_skips"}),
+    ),
+    Submission(
+        "tiled-causal-first-query", "skipped a causal tile when its keys start after the block's FIRST query",
+        edits=[("tiled", "if causal and ks > qe - 1:", "if causal and ks > qs:")],
+        says="compare a key block's start with the LAST query of the block",
+        loses=frozenset({"test_tiled_causal", "test_tiled_causal_skips", "test_tiled_large_scores"}),
+        in_demo=True,
+    ),
+    Submission(
+        "tiled-causal-no-skip", "masked the causal tiles correctly but computed every one of them",
+        edits=[("tiled", "            if causal and ks > qe - 1:  # every key of this tile comes after every query of "
+                "the block\n                break\n", "")],
+        says="Tiles above the diagonal are computed: skip them.",
+        loses=frozenset({"test_tiled_causal_skips"}),
+    ),
+    Submission(
+        "tiled-causal-mask-missing", "skipped the tiles above the diagonal but did not mask the diagonal tiles",
+        edits=[("tiled", "            if causal:\n                S = np.where(", "            if False:\n                S = np.where(")],
+        says="masked entry by entry",
+        loses=frozenset({"test_tiled_causal", "test_tiled_large_scores"}),
+    ),
+    # ---- Part 3: the KV cache -----------------------------------------------------------------
+    Submission(
+        "cache-appended-after-use", "attended over the cache first and appended the new key and value afterwards",
+        replace={"cache": '''
+def attend_with_cache(q, k, v, K_cache, V_cache):
+    if len(K_cache) == 0:
+        o = np.asarray(v, dtype=float)
+    else:
+        s = K_cache @ q / math.sqrt(len(q))
+        w = np.exp(s - s.max())
+        o = (w / w.sum()) @ V_cache
+    K_cache = np.concatenate([K_cache, np.asarray(k, dtype=float)[None, :]])
+    V_cache = np.concatenate([V_cache, np.asarray(v, dtype=float)[None, :]])
+    return o, K_cache, V_cache
+
+
+def decode(X, W_q, W_k, W_v):
+    K_cache, V_cache = np.zeros((0, W_k.shape[1])), np.zeros((0, W_v.shape[1]))
+    outputs = []
+    for x in X:
+        o, K_cache, V_cache = attend_with_cache(x @ W_q, x @ W_k, x @ W_v, K_cache, V_cache)
+        outputs.append(o)
+    return np.stack(outputs)
+'''},
+        says="each token must attend to itself too",
+        headline="each token must attend to itself too",
+        loses=CACHE_ALL, in_demo=True,
+    ),
+    Submission(
+        "cache-softmax-unstable", "wrote the cached step's softmax as exp / sum exp, without the largest score",
+        edits=[("cache", "w = np.exp(s - s.max())", "w = np.exp(s)")],
+        says="overflow exp()",
+        loses=frozenset({"test_attend_with_cache"}),
+    ),
+    Submission(
+        "cache-scaled-by-length", "scaled the cached scores by 1/sqrt(t) (the cache length) instead of 1/sqrt(d_k)",
+        edits=[("cache", "s = K_cache @ q / math.sqrt(len(q))", "s = K_cache @ q / math.sqrt(len(K_cache))")],
+        says="1/sqrt(d_k), the width of q and k",
+        loses=CACHE_ALL,
+    ),
+    # ---- Part 4: rotary position embeddings ---------------------------------------------------
+    Submission(
+        "rope-frequency-i-over-d", "gave pair i the frequency base**(-i/d) instead of base**(-2i/d)",
+        edits=[("rope", "base ** (-np.arange(0, d, 2) / d)", "base ** (-np.arange(d // 2) / d)")],
+        says="base**(-2i/d) (not base**(-i/d))",
+        headline="base**(-2i/d) (not base**(-i/d))",
+        loses=frozenset({"test_rope", "test_decode_rope"}),
+    ),
+    Submission(
+        "rope-pairs-mixed", "read the pairs as halves (i, i + d/2) but wrote them back as neighbours",
+        edits=[("rope", "    out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin\n    out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos",
+                "    h = d // 2\n    out[:, 0::2] = x[:, :h] * cos - x[:, h:] * sin\n    out[:, 1::2] = x[:, :h] * sin + x[:, h:] * cos")],
+        says="read and write the same two features",
+        loses=frozenset({"test_rope"}),
+    ),
+    Submission(
+        "rope-sign-swapped", "rotated each pair the wrong way: (a cos + b sin, -a sin + b cos)",
+        edits=[("rope", "out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin", "out[:, 0::2] = x[:, 0::2] * cos + x[:, 1::2] * sin"),
+               ("rope", "out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos", "out[:, 1::2] = -x[:, 0::2] * sin + x[:, 1::2] * cos")],
+        says="the rotation turns the wrong way",
+        loses=frozenset({"test_rope", "test_decode_rope"}),
+    ),
+    Submission(
+        "rope-row-number", "rotated each row by its row number, ignoring the positions it was given",
+        edits=[("rope", "angle = np.asarray(positions, dtype=float)[:, None]", "angle = np.arange(len(x), dtype=float)[:, None]")],
+        says="not by its row number",
+        loses=frozenset({"test_rope", "test_rope_relative", "test_decode_rope"}),
+    ),
+    Submission(
+        "rope-rotates-values", "rotated the values as well as the queries and keys",
+        edits=[("rope", "o, K_cache, V_cache = attend_with_cache(q, k, x @ W_v, K_cache, V_cache)",
+                "o, K_cache, V_cache = attend_with_cache(q, k, rope((x @ W_v)[None, :], [t], base)[0], K_cache, V_cache)")],
+        says="the values are rotated too",
+        loses=frozenset({"test_decode_rope"}), in_demo=True,
+    ),
+    Submission(
+        "rope-base-not-passed", "decode_rope did not pass base on to rope (always 10000)",
+        edits=[("rope", "q = rope((x @ W_q)[None, :], [t], base)[0]", "q = rope((x @ W_q)[None, :], [t])[0]"),
+               ("rope", "k = rope((x @ W_k)[None, :], [t], base)[0]", "k = rope((x @ W_k)[None, :], [t])[0]")],
+        says="is base passed on to rope?",
+        loses=frozenset({"test_decode_rope"}),
+    ),
+    # ---- alternatives: correct in another way ---------------------------------------------------
+    Submission(
+        "alt-torch", "every function in PyTorch (float64 tensors in, tensors out), logsumexp-style statistics",
+        replace={"online": '''
+def combine(m1, s1, m2, s2):
+    m1, s1, m2, s2 = (torch.as_tensor(a, dtype=torch.float64) for a in (m1, s1, m2, s2))
+    m = torch.maximum(m1, m2)
+    return m, s1 * torch.exp(m1 - m) + s2 * torch.exp(m2 - m)
+
+
+def online_softmax_stats(x, block):
+    x = torch.as_tensor(x, dtype=torch.float64)
+    m, s = torch.tensor(float("-inf"), dtype=torch.float64), torch.tensor(0.0, dtype=torch.float64)
+    for chunk in torch.split(x, block):
+        top = chunk.max()
+        m, s = combine(m, s, top, torch.exp(chunk - top).sum())
+    return m.item(), s.item()
+''', "tiled": '''
+def tiled_attention(Q, K, V, block_q, block_k, causal=False):
+    Q, K, V = (torch.as_tensor(a, dtype=torch.float64) for a in (Q, K, V))
+    outputs, tiles = [], 0
+    for qs, Qi in zip(range(0, Q.shape[0], block_q), torch.split(Q, block_q)):
+        qe = qs + Qi.shape[0]
+        m = torch.full((Qi.shape[0],), float("-inf"), dtype=torch.float64)
+        l = torch.zeros(Qi.shape[0], dtype=torch.float64)
+        acc = torch.zeros(Qi.shape[0], V.shape[1], dtype=torch.float64)
+        for ks, Kj, Vj in zip(range(0, K.shape[0], block_k), torch.split(K, block_k), torch.split(V, block_k)):
+            if causal and ks >= qe:
+                continue
+            tiles += 1
+            S = torch.einsum("qd,kd->qk", Qi, Kj) / Q.shape[1] ** 0.5
+            if causal:
+                keep = torch.arange(ks, ks + Kj.shape[0])[None, :] <= torch.arange(qs, qe)[:, None]
+                S = S.masked_fill(~keep, float("-inf"))
+            m_next = torch.maximum(m, S.amax(dim=1))
+            P = torch.exp(S - m_next[:, None])
+            rescale = torch.exp(m - m_next)
+            l = rescale * l + P.sum(dim=1)
+            acc = rescale[:, None] * acc + P @ Vj
+            m = m_next
+        outputs.append(acc / l[:, None])
+    return torch.cat(outputs), tiles
+'''},
+    ),
+    Submission(
+        "alt-key-blocks-outer", "the key blocks in the outer loop, running statistics for every query row at once",
+        replace={"tiled": '''
+def tiled_attention(Q, K, V, block_q, block_k, causal=False):
+    L_q, L_k = Q.shape[0], K.shape[0]
+    m = np.full(L_q, -np.inf)
+    l = np.zeros(L_q)
+    acc = np.zeros((L_q, V.shape[1]))
+    tiles = 0
+    for ks in range(0, L_k, block_k):
+        ke = min(L_k, ks + block_k)
+        for qs in range(0, L_q, block_q):
+            qe = min(L_q, qs + block_q)
+            if causal and ks >= qe:
+                continue
+            tiles += 1
+            S = np.einsum("qd,kd->qk", Q[qs:qe], K[ks:ke]) / np.sqrt(Q.shape[1])
+            if causal:
+                S[np.arange(ks, ke)[None, :] > np.arange(qs, qe)[:, None]] = -np.inf
+            new = np.maximum(m[qs:qe], S.max(axis=1))
+            P = np.exp(S - new[:, None])
+            shrink = np.exp(m[qs:qe] - new)
+            l[qs:qe] = l[qs:qe] * shrink + P.sum(axis=1)
+            acc[qs:qe] = acc[qs:qe] * shrink[:, None] + P @ V[ks:ke]
+            m[qs:qe] = new
+    return acc / l[:, None], tiles
+'''},
+    ),
+    Submission(
+        "alt-rope-halves", "RoPE with the halves pairing (i, i + d/2), as GPT-NeoX and Llama's Hugging Face code",
+        edits=[("rope", "    out = np.empty_like(x)\n    out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin\n"
+                "    out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos\n    return out",
+                "    x1, x2 = x[:, : d // 2], x[:, d // 2:]\n"
+                "    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=1)")],
+        in_demo=True,
+    ),
+    Submission(
+        "alt-cache-preallocated-lists", "the cache kept as lists of rows, stacked for each step; softmax by logsumexp",
+        replace={"cache": '''
+def attend_with_cache(q, k, v, K_cache, V_cache):
+    keys = list(K_cache) + [np.asarray(k, dtype=float)]
+    values = list(V_cache) + [np.asarray(v, dtype=float)]
+    K_new, V_new = np.array(keys), np.array(values)
+    scores = K_new @ np.asarray(q, dtype=float) / np.sqrt(K_new.shape[1])
+    top = scores.max()
+    log_weights = scores - (top + np.log(np.exp(scores - top).sum()))
+    return np.exp(log_weights) @ V_new, K_new, V_new
+
+
+def decode(X, W_q, W_k, W_v):
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    K_cache, V_cache = np.empty((0, K.shape[1])), np.empty((0, V.shape[1]))
+    rows = []
+    for t in range(X.shape[0]):
+        o, K_cache, V_cache = attend_with_cache(Q[t], K[t], V[t], K_cache, V_cache)
+        rows.append(o)
+    return np.array(rows)
+'''},
+    ),
+]
