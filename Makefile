@@ -50,14 +50,14 @@ grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
 	$(BIN)/python -m attention_course.grading report --out report
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, browser (~23 min, 2 cores)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser (~20 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~13 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)
 	$(BIN)/python -m attention_course.grading bench
 
 N ?= 500
-bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows?
+bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)
 	$(BIN)/python -m attention_course.grading bench-class --students $(N)
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)

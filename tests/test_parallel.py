@@ -83,7 +83,7 @@ def test_course_command_writes_the_same_grades_and_skips_unchanged_work(demo):
     assert {s: v for s, v in after[a].items() if s != "ada"} == {s: v for s, v in stock[a].items() if s != "ada"}
 
 
-def test_postgresql_gradebook_with_several_workers(demo, tmp_path):
+def test_postgresql_gradebook_with_several_workers_local_and_on_dask(demo, tmp_path):
     bindir = server_bin()
     if bindir is None:
         if os.environ.get("CI"):
@@ -107,6 +107,23 @@ def test_postgresql_gradebook_with_several_workers(demo, tmp_path):
         assert len(rows) == 8 and header[0] == "student"
         again = course_autograde(pg_course, "--db", url)
         assert "Nothing to grade" in again.stderr, again.stderr[-3000:]
+
+        # Dask workers with a PostgreSQL gradebook: the client is its only writer (two assignments, a database
+        # that holds none of them yet: the course command registers them first)
+        some = ASSIGNMENTS[:2]
+        dask_course = tmp_path / "dask-course"
+        shutil.copytree(pg_course, dask_course, ignore=shutil.ignore_patterns("autograded", "feedback", "submitted"))
+        for a in some:
+            for folder in (course.parent / "submitted-as-handed-in").glob(f"*/{a}"):
+                shutil.copytree(folder, dask_course / "submitted" / folder.parent.name / a)
+        dask_url = server.create_database("gradebook_dask")
+        with LoopbackCluster(tmp_path / "cluster", workers=2) as cluster:
+            run = course_autograde(dask_course, *some, "--scheduler", cluster.address, "--db", dask_url)
+        total = sum(len(stock[a]) for a in some)
+        assert f"Graded {total}, skipped 0 unchanged, failed 0" in run.stderr, run.stderr[-3000:]
+        got = {a: read_scores(dask_course, a, dask_url) for a in some}
+        assert not differences(got, {a: stock[a] for a in some}), "\n".join(differences(got, stock))
+        assert not (dask_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
     finally:
         server.stop()
 
