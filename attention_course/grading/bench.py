@@ -95,6 +95,11 @@ def _timed(cmd: list[str], cwd: Path) -> float:
     return seconds
 
 
+def _course_command(course: Path, *args: str) -> list[str]:
+    """``make autograde``'s command line on ``course`` (``args``: the autograde options)."""
+    return [sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde", *args]
+
+
 def _nbgrader(*args: str) -> list[str]:
     return [os.path.join(os.path.dirname(sys.executable), "nbgrader"), *args, "--log-level=ERROR"]
 
@@ -177,8 +182,7 @@ def _bench(scratch: Path, args) -> int:
          _nbgrader("autograde", ASSIGNMENT, "--force", "--JudgedExecute.fork=False")),
         ("nbgrader autograde, course config (fork server)", course, _nbgrader("autograde", ASSIGNMENT, "--force")),
         (f"course command (make autograde), {args.workers} workers", course,
-         [sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde", ASSIGNMENT,
-          "--force", "--workers", str(args.workers)]),
+         _course_command(course, ASSIGNMENT, "--force", "--workers", str(args.workers))),
     ]
     rows, grades = [], []
     for i, (name, folder, cmd) in enumerate(runs, 1):
@@ -216,7 +220,6 @@ def _bench(scratch: Path, args) -> int:
     return 0 if identical and ratio >= args.target else 1
 
 
-
 def _mixed(scratch: Path, args) -> int:
     """A class handing in every assignment, graded by 1 and 2 local workers and by 2 Dask workers."""
     from .cluster import LoopbackCluster
@@ -230,7 +233,7 @@ def _mixed(scratch: Path, args) -> int:
     for assignment in assignments:
         _timed(_nbgrader("generate_assignment", assignment, "--force"), course)
         write_class(course, assignment, roster(n, assignment))
-    command = [sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde", "--force"]
+    command = _course_command(course, "--force")
     runs = [("course command, 1 worker", command + ["--workers", "1"]),
             ("course command, 2 workers", command + ["--workers", "2"]),
             ("course command, 2 Dask workers (loopback)", None)]
@@ -283,8 +286,7 @@ def class_main(argv=None) -> int:
         write_class(course, ASSIGNMENT, roster(args.students))
         print(f"{args.students} hand-ins of {ASSIGNMENT}, {args.workers} workers, {os.cpu_count()} CPU core(s); "
               f"the first block includes the workers' start-up", flush=True)
-        proc = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(course),
-                                 "autograde", ASSIGNMENT, "--force", "--workers", str(args.workers)],
+        proc = subprocess.Popen(_course_command(course, ASSIGNMENT, "--force", "--workers", str(args.workers)),
                                 cwd=course, env=_env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         start = last = time.monotonic()
         blocks, tail = [], []

@@ -21,9 +21,13 @@ has cores): a worker process grades one notebook at a time.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -274,9 +278,6 @@ class LoopbackCluster:
     process group. For the tests and ``make bench``."""
 
     def __init__(self, folder: Path, workers: int):
-        import json
-        import tempfile
-
         self.folder, self.procs, self.workers, self.tmps = folder, {}, [], []
         self.dask = str(Path(sys.executable).parent / "dask")
         env = dict(os.environ, PATH="/usr/bin:/bin")  # the workers find what they need without the venv on PATH
@@ -304,16 +305,12 @@ class LoopbackCluster:
             client.wait_for_workers(workers, timeout=120)
 
     def _start(self, name: str, args: list[str], cwd: Path, env: dict) -> None:
-        import subprocess
-
         with open(self.folder / f"{name}.log", "wb") as log:
             self.procs[name] = subprocess.Popen([self.dask, *args], cwd=cwd, env=env, stdout=log,
                                                 stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
         """SIGKILL a process and everything it started (a machine that went away)."""
-        import signal
-
         proc = self.procs.pop(name)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
