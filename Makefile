@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades report test bench bench-class lab clean
+.PHONY: help install release solutions demo autograde feedback grades report test bench bench-class lab doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -59,6 +59,9 @@ bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 0
 N ?= 500
 bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)
 	$(BIN)/python -m attention_course.grading bench-class --students $(N)
+
+doctor: $(STAMP) ## Which layers of the kernels' sandbox hold on this host, and how to add a missing one (~2 s)
+	$(BIN)/python -m attention_course.grading doctor
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)

@@ -135,9 +135,16 @@ c.Validator.width = 10000
 import nbgrader  # noqa: E402
 
 from attention_course.grading.mathml import TypesetMath  # noqa: E402
-from attention_course.grading.nbgrader_ext import TEMPLATES  # noqa: E402
+from attention_course.grading.nbgrader_ext import TEMPLATES, InertContent  # noqa: E402
+from attention_course.grading.trust import clean_html, clean_markdown_html  # noqa: E402
 
-c.HTMLExporter.preprocessors = [TypesetMath]
+# Student content is inert in every page (the Formgrader's submission view, feedback): outputs from a hand-in
+# show as text and raster images only (InertContent), and HTML made from Markdown or raw cells passes the
+# course's sanitiser (trust.clean_html, nh3) in place of nbconvert's clean_html and, after every rendering of
+# Markdown (Formgrader's and the feedback page's own blocks included), of its strip_files_prefix filter.
+c.HTMLExporter.preprocessors = [TypesetMath, InertContent]
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"clean_html": clean_html, "strip_files_prefix": clean_markdown_html}
 c.HTMLExporter.extra_template_basedirs = [
     TEMPLATES, os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates")]
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for

@@ -19,14 +19,7 @@ browsers here: the tests launch the system's Chromium (``CHROMIUM`` or ``chromiu
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -36,16 +29,13 @@ import pytest
 from attention_course.grading.course import ROOT, available, catalogue_path
 from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
 
-from harness import BIN, COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
+from browser import Lab, chromium, require_chromium
+from harness import COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
 
 A = available()[0]
 NOTEBOOK = "self_attention.ipynb"
 STEM = NOTEBOOK[:-6]  # the notebook's name in the gradebook and in feedback/
 SHOTS = ROOT / "tests" / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian/Ubuntu: "
-                 "`sudo apt-get install chromium`) or set CHROMIUM=/path/to/chromium; `make test` then runs "
-                 "the browser suite. CI installs it in .ci/run.")
 #: A filled-in function, as ada types it.
 TYPED = '''def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
     """Queries, keys and values: one token per row."""
@@ -55,71 +45,9 @@ TYPED = '''def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
     return Q, K, V'''
 WRITTEN = "heatmap_answer"  # the written answer of 01 that the instructor scores by hand
 
-if CHROMIUM is None:
-    if os.environ.get("CI"):
-        raise RuntimeError(HOW_TO_ENABLE)
-    pytest.skip(HOW_TO_ENABLE, allow_module_level=True)
+require_chromium()
 
-from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect, sync_playwright  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Lab:
-    """A JupyterLab server on loopback with a token, in its own process group, with a private home."""
-
-    def __init__(self, home: Path, root: Path, user: str):
-        self.token, self.port, self.root = secrets.token_hex(16), free_port(), root
-        settings = home / "lab-settings"
-        for name, value in {"notebook-extension/tracker": {"windowingMode": "none"},  # every cell in the DOM
-                            "apputils-extension/notification": {"fetchNews": "false"}}.items():
-            path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(value))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
-        env.update(HOME=str(home), USER=user, LOGNAME=user, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-                   JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
-                   JUPYTER_CONFIG_DIR=str(home / ".jupyter"), JUPYTER_RUNTIME_DIR=str(home / "runtime"))
-        self.log_path = home / f"lab-{user}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [str(BIN / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             *(["--allow-root"] if os.getuid() == 0 else [])],
-            cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(self.url("api/status"), timeout=2)
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    tail = self.log_tail(3000)
-                    self.stop()
-                    raise RuntimeError(f"JupyterLab did not start: {tail}")
-                time.sleep(0.5)
-
-    def url(self, path: str) -> str:
-        sep = "&" if "?" in path else "?"
-        return f"http://127.0.0.1:{self.port}/{path}{sep}token={self.token}"
-
-    def log_tail(self, chars: int = 4000) -> str:
-        self.log.flush()
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the server shuts its kernels down
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
+from playwright.sync_api import TimeoutError as PlaywrightTimeout, expect  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -140,12 +68,7 @@ def world(tmp_path_factory):
     for old in SHOTS.glob("*.png"):
         old.unlink()
     labs = []
-    with sync_playwright() as p:
-        # no background traffic: this machine's network is closed, and the pages must work without one
-        quiet = ["--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", "--disable-quic", "--disable-gpu"]
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=quiet + (["--no-sandbox"] if os.getuid() == 0 else []))
+    with chromium() as browser:
         try:
             labs.append(Lab(tmp / "home-ada", ada, "ada"))
             labs.append(Lab(tmp / "home-instructor", course, "instructor"))
@@ -154,7 +77,6 @@ def world(tmp_path_factory):
         finally:
             for lab in labs:
                 lab.stop()
-            browser.close()
 
 
 def page_of(world, width=1440, height=900):

@@ -2,17 +2,20 @@
 
 The instructor releases into the course-local exchange (``exchange/``, set in nbgrader_config.py);
 each student fetches from their own folder, answers and submits; the instructor collects,
-autogrades with the course command, writes and releases feedback; each student fetches it.
+autogrades with the course command, writes and releases feedback; each student fetches it. A third
+"student" plants a submission of links straight into the shared inbound: collect keeps them links (never
+their targets), and autograde refuses them, scores 0 and says why.
 """
 
 from __future__ import annotations
 
-from attention_course.grading.course import available, catalogue_path
+from attention_course.grading.course import available, catalogue_path, gradebook_url, score_table
 from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
 
-from harness import answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores
+from harness import COURSE_ID, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores
 
 A = available()[0]
+NOTEBOOK = "self_attention.ipynb"
 
 
 def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
@@ -38,10 +41,27 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
             answer_into(fetched, nb)
         as_student(home, user, exchange, "submit", A)
 
+    # a student who can write into the shared inbound plants a submission of links (to the master, /etc/passwd)
+    eve = next((exchange / COURSE_ID / "inbound").iterdir()).name.replace("ann+", "eve+", 1)
+    planted = exchange / COURSE_ID / "inbound" / eve
+    planted.mkdir()
+    (planted / NOTEBOOK).symlink_to(course / "source" / A / NOTEBOOK)
+    (planted / "passwd.txt").symlink_to("/etc/passwd")
+    (planted / "timestamp.txt").write_text(eve.split("+")[2])
+
     nbgrader(course, "collect", A)
-    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben"]
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben", "eve"]
+    collected = course / "submitted" / "eve" / A
+    assert (collected / NOTEBOOK).is_symlink() and (collected / "passwd.txt").is_symlink(), \
+        "collect copied a link's target instead of the link"
     graded = course_autograde(course, A)
-    assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
+    assert "Graded 3" in graded.stderr, graded.stderr[-3000:]
+    assert all(s == 0 for s, _, manual in read_scores(course, A)["eve"].values() if not manual)
+    header, rows = score_table(gradebook_url(course), [A], course)
+    problems = next(r[-1] for r in rows if r[0] == "eve")
+    assert "refused" in problems and "symbolic link" in problems, problems
+    assert not [p for p in (course / "autograded" / "eve" / A).iterdir() if p.name not in (NOTEBOOK, "timestamp.txt",
+                                                                                          ".autograde-fingerprint")]
     scores = read_scores(course, A)
     assert all(s == m for s, m, manual in scores["ann"].values() if not manual), scores["ann"]
     assert {n for n, (s, m, manual) in scores["ben"].items() if not manual and s < m} == set(mistake.loses)

@@ -140,11 +140,11 @@ PROBE = ATTEMPT + """
 attempt("read course", lambda: open(sys.argv[1]).read())
 attempt("write scratch", lambda: open(os.path.join(sys.argv[2], "ok.txt"), "w").write("x"))
 attempt("write outside", lambda: open(sys.argv[3], "w").write("x"))
-attempt("signal parent", lambda: os.kill(os.getppid(), 0))
-attempt("parent memory", lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1))
+attempt("signal grader", lambda: os.kill(int(sys.argv[4]), 0))
+attempt("grader memory", lambda: open(f"/proc/{sys.argv[4]}/mem", "rb").read(1))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
 attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
-attempt("other processes", lambda: open("/proc/1/cmdline", "rb").read())
+attempt("other processes", lambda: open(f"/proc/{sys.argv[4]}/cmdline", "rb").read())
 attempt("users", lambda: open("/etc/passwd").read())
 attempt("8 GiB", lambda: bytearray(8 * 2**30))
 import numpy
@@ -154,7 +154,7 @@ print(json.dumps(result))
 
 @pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): files, TCP and signals")
 def test_sandbox_confines_a_process(tmp_path):
-    from attention_course.grading.executor import _read_paths
+    from attention_course.grading.kernel import _read_paths
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -162,7 +162,7 @@ def test_sandbox_confines_a_process(tmp_path):
     (scratch / "config.json").write_text(json.dumps(config))
     outside = tmp_path / "outside.txt"
     proc = subprocess.run([sys.executable, "-m", "attention_course.grading.sandbox", str(scratch / "config.json"), "--",
-                           sys.executable, "-c", PROBE, str(ROOT / "README.md"), str(scratch), str(outside)],
+                           sys.executable, "-c", PROBE, str(ROOT / "README.md"), str(scratch), str(outside), str(os.getpid())],
                           capture_output=True, text=True, cwd=scratch, timeout=120)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result.pop("write scratch") == "allowed"
@@ -174,10 +174,10 @@ def test_sandbox_confines_a_process(tmp_path):
 KERNEL_PROBE = ATTEMPT + """
 attempt("read course", lambda: open(%(readme)r).read())
 attempt("write outside", lambda: open(%(outside)r, "w").write("x"))
-attempt("signal parent", lambda: os.kill(os.getppid(), 0))
+attempt("signal grader", lambda: os.kill(%(grader)d, 0))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=1))
 attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)))
-attempt("other processes", lambda: open(f"/proc/{os.getppid()}/cmdline", "rb").read())
+attempt("other processes", lambda: open(f"/proc/%(grader)d/cmdline", "rb").read())
 attempt("list processes", lambda: [open(f"/proc/{p}/status").read() for p in os.listdir("/proc") if p.isdigit()
                                    and int(p) != os.getpid()] or None)
 def inherited_channel():
@@ -205,18 +205,20 @@ def test_kernels_are_confined_however_they_start(tmp_path, fork):
     """A kernel forked from the fork server is as confined (and shows plots) as one started as a new program."""
     import logging
 
-    from attention_course.grading.executor import JudgedExecute, Kernel
+    from attention_course.grading.executor import JudgedExecute
+    from attention_course.grading.kernel import Kernel
 
     settings = dict(JudgedExecute().settings(), fork=fork)
     outside = tmp_path / "outside.txt"
     kernel = Kernel(settings, logging.getLogger("test"))
     try:
-        outputs, status, _ = kernel.run(KERNEL_PROBE % {"readme": str(ROOT / "README.md"), "outside": str(outside)},
+        outputs, status, _ = kernel.run(KERNEL_PROBE % {"readme": str(ROOT / "README.md"), "outside": str(outside),
+                                                        "grader": os.getpid()},
                                         60)
         assert status == "ok", outputs
         report = json.loads(outputs[-1]["text"].strip().splitlines()[-1])
         assert all(v != "allowed" for v in report["result"].values()), report
-        assert report["cwd"] == str(kernel.scratch / "work") and report["sum"] == 5.0
+        assert report["cwd"] == str(kernel.scratch / "rw" / "work") and report["sum"] == 5.0
         assert report["own"] == "NameTrue", report
         figure, status, _ = kernel.run("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()", 60)
         assert any("image/png" in o.get("data", {}) for o in figure), "plots must show inline, as in a new kernel"
@@ -232,7 +234,8 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     import logging
     import tempfile
 
-    from attention_course.grading.executor import JudgedExecute, Kernel
+    from attention_course.grading.executor import JudgedExecute
+    from attention_course.grading.kernel import Kernel
 
     deep = tmp_path / ("d" * 60)
     deep.mkdir()

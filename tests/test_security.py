@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import catalogue_path, format_table, gradebook_url, score_table
+from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.sandbox import landlock_abi
 from attention_course.grading.submissions import (
     BLANK, COMPLETE, demo_roster, load_catalogue, read_notebook, write_class,
@@ -38,7 +39,8 @@ import adversarial  # noqa: E402
 from test_grading import auto_cells, hidden_lines  # noqa: E402
 
 A = adversarial.ASSIGNMENT
-ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)]
+ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)
+           and not (a.needs == "root" and os.geteuid() != 0)]
 ATTACKED = sorted({a.assignment for a in ATTACKS})
 #: Short limits keep the faults quick; the judge gets a smaller memory cap than by default.
 CELL_S, NOTEBOOK_S, JUDGE_BYTES = 8, 60, 2 * 2**30
@@ -99,6 +101,10 @@ def grade_hostile(course: Path, assignment: str, attacks: list, extra: dict) -> 
     source_before = tree_digest(course / "source")
     write_class(course, assignment, {a.name: a.submission() for a in attacks})
     write_class(course, assignment, extra)
+    if assignment == A:
+        for link, target in adversarial.LINKED_FOLDERS.values():
+            (course / "submitted" / link).parent.mkdir(parents=True, exist_ok=True)
+            (course / "submitted" / link).symlink_to(target, target_is_directory=True)
     memory = PeakMemory()
     memory.start()
     tmp = course.parent / "tmp"  # the grader's own temporary folder, to see what it leaves behind
@@ -131,14 +137,14 @@ def hostile(tmp_path_factory):
 
 def test_catalogue_covers_every_class():
     kinds = {a.kind for a in adversarial.ATTACKS}
-    assert kinds == {"helpers", "cells", "detect", "read", "fault", "malformed"}
+    assert kinds == {"helpers", "cells", "detect", "read", "fault", "malformed", "files"}
     assert len(adversarial.ATTACKS) >= 20
     assert all(a.base in adversarial.BASES[a.assignment] and a.base_submission.is_mistake
                for a in adversarial.ATTACKS), "every attack is built on a wrong answer of its assignment"
     findings = {}
     for a in adversarial.ATTACKS:
         findings.setdefault(a.finding, []).append(a)
-    for finding in "12346":  # finding 5 (glob-like ids) is GLOB_IDS
+    for finding in "12346789":  # finding 5 (glob-like ids) is GLOB_IDS
         assert len(findings.get(finding, [])) >= 2, f"finding {finding} needs an attack and a variant"
     assert len(adversarial.GLOB_IDS) >= 2
 
@@ -150,6 +156,9 @@ def test_attack_gains_nothing(hostile, graded, attack):
     got = auto_cells(run["scores"].get(attack.name, {}))
     if not got:  # not graded at all: only acceptable for input nbgrader cannot read (reported in the table)
         assert attack.kind == "malformed", f"{attack.name} was not graded:\n{run['log'][-3000:]}"
+        return
+    if attack.finding == "8":  # the notebook itself was refused: every cell scores 0, its written answer too
+        assert got and all(s == 0 for s, _ in got.values()), f"{attack.name} scored {got}"
         return
     assert got.keys() == base.keys(), f"{attack.name}: graded cells {sorted(got)} differ from {sorted(base)}"
     gained = {n: (got[n][0], base[n][0]) for n in base if got[n][0] > base[n][0]}
@@ -199,7 +208,10 @@ def test_glob_like_ids_touch_nobody(hostile):
         assert gid not in run["scores"], f"{gid!r} was graded as a student"
         assert "not a plain student id" in problems[ascii(gid)], format_table(header, rows)
         assert (course / "submitted" / gid / A / adversarial.NOTEBOOK).is_file(), "a hand-in was lost"
-    graded_students = [s for s in run["scores"] if not problems.get(s)]  # malformed hand-ins are never graded
+    def graded(student):  # malformed hand-ins are never graded; those with refused files are (without them)
+        return not [p for p in problems.get(student, "").split("; ") if p and not p.startswith(f"{A}: refused")]
+
+    graded_students = [s for s in run["scores"] if graded(s)]
     for student in graded_students:
         assert (course / "autograded" / student / A / ".autograde-fingerprint").is_file(), \
             f"{student}'s fingerprint is gone"
@@ -255,3 +267,65 @@ def test_malformed_hand_ins_are_reported_in_the_grade_table(hostile):
     course = run["course"]
     assert (course / "submitted" / "renamed-notebook" / A / "self_attention (1).ipynb").is_file(), "a hand-in was lost"
     assert (course / "submitted" / "corrupt-json" / A / adversarial.NOTEBOOK).is_file(), "a hand-in was lost"
+
+
+#: What a hand-in's folders may hold after grading: the graded notebooks, the grader's fingerprint and the
+#: exchange's validated metadata in autograded/; the pages and that metadata in feedback/.
+AUTOGRADED_FILES = {adversarial.NOTEBOOK, ".autograde-fingerprint", "timestamp.txt", "submission_secret.txt"}
+FEEDBACK_FILES = {adversarial.NOTEBOOK.replace(".ipynb", ".html"), "timestamp.txt", "submission_secret.txt"}
+
+
+def test_linked_or_special_notebooks_score_what_the_blank_release_scores(hostile, graded):
+    """A notebook handed in as a link (to the master, to a classmate), a hard link to the master or a pipe, and
+    a hand-in folder that is a link, score exactly what the untouched release scores and are reported."""
+    run = hostile(A)
+    blank = auto_cells(graded(A).scores["blank"])
+    header, rows = score_table(gradebook_url(run["course"]), [A], run["course"])
+    problems = {r[0]: r[-1] for r in rows}
+    linked = [a.name for a in ATTACKS if a.finding == "8"] + list(adversarial.LINKED_FOLDERS)
+    for name in linked:
+        got = auto_cells(run["scores"].get(name, {}))
+        assert got == blank, f"{name} scored {got}, the blank release {blank}:\n{run['log'][-3000:]}"
+        assert "refused" in problems[name], format_table(header, rows)
+        assert re.search(r"link|pipe", problems[name]), problems[name]
+
+
+def test_nothing_from_outside_a_hand_in_reaches_autograded_or_feedback(hostile):
+    """Whatever a hand-in links to (the gradebook, the master, a classmate, /etc/passwd, /dev/zero, a pipe),
+    autograded/ holds the graded notebook and feedback/ the page, with nothing copied beside them."""
+    run = hostile(A)
+    course = run["course"]
+    passwd = Path("/etc/passwd").read_text().splitlines()[0]
+    for stage, allowed in (("autograded", AUTOGRADED_FILES), ("feedback", FEEDBACK_FILES)):
+        for folder in (course / stage).glob(f"*/{A}"):
+            assert not folder.is_symlink() and not folder.parent.is_symlink(), f"{folder} is a link"
+            names = {p.name for p in folder.iterdir()}
+            assert names <= allowed, f"{folder} holds {sorted(names - allowed)}"
+            for path in folder.iterdir():
+                assert path.is_file() and not path.is_symlink(), path
+                assert passwd not in path.read_text(errors="replace"), f"{path} holds /etc/passwd"
+    log = run["log"]
+    for name in ("gradebook.db", "zero.npy", "pipe.csv", "copy-of-master.txt", "huge.npy"):
+        assert f"{name} refused" in log, f"{name} was not reported as refused:\n{log[-3000:]}"
+
+
+def test_the_sandbox_takes_every_process_and_byte_a_hand_in_leaves(hostile):
+    """300 detached, double-forked sleepers and a 3 GiB write into the working folder: both end with the
+    kernel (its PID namespace and its size-limited scratch file system), on any host."""
+    run = hostile(A)
+    flood = read_notebook(run["course"] / "autograded" / "scratch-flood" / A / adversarial.NOTEBOOK)
+    printed = " ".join(str(o.get("text", "")) for c in flood["cells"] if c["cell_type"] == "code"
+                       for o in c.get("outputs", []))
+    stopped = re.search(r"stopped after (\d+) MiB", printed)
+    assert stopped and int(stopped.group(1)) <= 512, f"the write was not stopped at the scratch size: {printed[-500:]}"
+    assert not judge_processes(), "kernel processes outlived grading"
+    base = JudgedExecute().kernel_uid_base
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) >= base]
+    assert not left, f"processes of kernel users outlived grading: {left}"
+
+
+def _uid(pid: str) -> int:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return -1

@@ -10,6 +10,7 @@
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
+``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
     args, extra = parser.parse_known_args(argv)
     if args.command in ("bench", "bench-class"):  # their options are their own
         from .bench import class_main, main as bench_main
@@ -66,6 +68,12 @@ def main(argv=None) -> int:
             described = ", ".join(f"{student} ({getattr(what, 'description', what)})" for student, what in roster.items())
             print(f"{assignment}: {described}")
         return 0
+
+    if args.command == "doctor":
+        from .autograde import sandbox_settings
+        from .doctor import main as doctor_main
+
+        return doctor_main(sandbox_settings(course), str(course / "nbgrader_config.py"))
 
     if args.command == "autograde":
         from .autograde import run

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from . import trust
 from .course import PACKAGE_DIR, available, gradebook_url, plain_id, unusable_folders
 
 FINGERPRINT = ".autograde-fingerprint"
@@ -62,9 +63,36 @@ def course_fingerprint(course: Path, assignment: str) -> str:
 
 
 def fingerprint(course: Path, assignment: str, student: str, base: str) -> str:
+    """What decides a hand-in's grade: ``base`` (:func:`course_fingerprint`), the files it may be graded on
+    (:func:`.trust.submitted`) and what was refused, a link with the path it points to."""
     digest = hashlib.sha256(base.encode())
-    _hash_tree(digest, course / "submitted" / student / assignment)
+    handin = trust.submitted(course, student, assignment)
+    for path, rel, _ in handin.files:
+        digest.update(rel.encode() + b"\0")
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:
+            digest.update(b"<unreadable>")
+    for rel, why in handin.refused:
+        try:
+            target = os.readlink(handin.root / rel) if rel != "." else os.readlink(handin.root)
+        except OSError:
+            target = ""
+        digest.update(f"refused\0{rel}\0{why}\0{target}\0".encode())
     return digest.hexdigest()
+
+
+def sandbox_settings(course: Path, app=None) -> dict:
+    """The kernel sandbox's settings as the course's configuration sets them (``JudgedExecute``)."""
+    from .executor import JudgedExecute
+
+    if app is None:
+        from nbgrader.apps.baseapp import NbGrader
+
+        os.chdir(course)
+        app = NbGrader()
+        app.initialize([])
+    return JudgedExecute(parent=app).settings()
 
 
 def _graded(db_url: str, course_id: str, assignment: str) -> set[str]:
@@ -275,6 +303,13 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
         return summary
     prepare_gradebook(course, db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo},
                       stream)
+    from . import doctor
+
+    settings = sandbox_settings(course, app)
+    line, missing = doctor.summary(doctor.probe(settings, str(course / "nbgrader_config.py")), settings)
+    stream.write(line + "\n")
+    for warning in missing:
+        stream.write(f"WARNING: {warning}\n")
     what = f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))}"
     if scheduler:
         from .cluster import grade

@@ -35,11 +35,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
+from . import trust
 from .autograde import _hash_tree, course_fingerprint
 from .course import PACKAGE_DIR
-
-#: Largest hand-in (all its files) sent to a worker; a bigger one is reported, not graded.
-MAX_HANDIN_BYTES = 200 * 2**20
 
 #: Executed notebooks waiting for :class:`Delivered`, by (student, assignment, notebook).
 DELIVERED: dict[tuple[str, str, str], str] = {}
@@ -64,21 +62,10 @@ def package_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def read_tree(root: Path, limit: int = MAX_HANDIN_BYTES) -> dict[str, bytes]:
-    """Every regular file under ``root`` (never through a symlink), by relative POSIX path."""
-    files, total = {}, 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))
-                             and d not in ("__pycache__", ".ipynb_checkpoints"))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            total += path.stat().st_size
-            if total > limit:
-                raise ValueError(f"{root} holds more than {limit // 2**20} MB")
-            files[path.relative_to(root).as_posix()] = path.read_bytes()
-    return files
+def read_tree(root: Path) -> dict[str, bytes]:
+    """The files of ``root`` that :func:`.trust.inspect_handin` accepts (never through a link), by relative
+    POSIX path."""
+    return {rel: path.read_bytes() for path, rel, _ in trust.inspect_handin(root).files}
 
 
 def write_tree(root: Path, files: dict[str, bytes]) -> None:

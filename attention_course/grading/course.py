@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shutil
 from pathlib import Path
@@ -68,19 +69,26 @@ def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
 
 
 def submission_problems(course: Path, student: str, assignment: str, notebooks: list[str]) -> list[str]:
-    """What kept a hand-in from being graded as handed in: missing, renamed, unreadable or ungraded notebooks."""
+    """What kept a hand-in from being graded as handed in: files refused as data (links, pipes, devices, hard
+    links to files outside it, files too large), missing, renamed, unreadable or ungraded notebooks."""
     import json
 
+    from . import trust
+
     folder = course / "submitted" / student / assignment
-    if not folder.is_dir():
+    if not os.path.lexists(folder):
         return []
-    problems = []
+    handin = trust.submitted(course, student, assignment)
+    problems = [f"refused {p}" for p in handin.problems()]
     for name in notebooks:
         path = folder / f"{name}.ipynb"
-        if not path.is_file():
-            others = sorted(p.name for p in folder.glob("*.ipynb") if p.stem not in notebooks)
-            problems.append(f"{name}.ipynb missing" + (f" (handed in: {', '.join(others)}; rename it and autograde "
-                                                       "again)" if others else ""))
+        if handin.whole or any(rel == f"{name}.ipynb" for rel, _ in handin.refused):
+            continue  # refused above: scored 0
+        if not handin.readable(f"{name}.ipynb"):
+            others = sorted(rel for _, rel, _ in handin.files if rel.endswith(".ipynb") and "/" not in rel
+                            and rel[:-6] not in notebooks)
+            problems.append(f"{name}.ipynb missing" + (f" (handed in: {', '.join(map(trust.display_name, others))}; "
+                                                       "rename it and autograde again)" if others else ""))
             continue
         try:
             json.loads(path.read_text(encoding="utf-8"))

@@ -1,8 +1,7 @@
 """``JudgedExecute``: the course's replacement for nbgrader's ``Execute`` preprocessor at autograde.
 
-* Student cells (and the master's locked setup cells) run in a sandboxed IPython kernel
-  (:mod:`attention_course.grading.sandbox`) whose working folder is a scratch copy of the
-  submission's regular files.
+* Student cells run in a sandboxed IPython kernel (:mod:`.kernel`, :mod:`.sandbox`) whose working
+  folder holds a copy of the hand-in's regular files (:func:`.trust.inspect_handin`).
 * Test cells (grade cells restored from the gradebook) run in the judge
   (:mod:`attention_course.grading.judge`); the locked setup cells run there as well, so that
   every reference is computed outside the kernel. A failed test's output is one line, the
@@ -15,395 +14,34 @@
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import queue
-import shutil
-import signal
-import socket
-import stat
-import sys
-import tempfile
-import threading
 import time
-import uuid
 from pathlib import Path
 
-from jupyter_client.blocking import BlockingKernelClient
-from jupyter_client.connect import write_connection_file
 from nbformat import NotebookNode
-from nbformat.v4 import output_from_msg
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, List, Unicode
 
-from . import forkserver
-from .forkserver import Spawned
-from .course import PACKAGE_DIR
-from .judge import Connection, bound_names
+from . import forkserver, trust
+from .judge import bound_names
 from .judgeproc import JudgeProcess
-
-SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
-BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
-
-
-def _read_paths() -> list[str]:
-    """What a kernel may read: the Python installation and its packages, and the course package.
-
-    Never the course folder (gradebook, ``source/``, other students' files) nor any folder above it."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(PACKAGE_DIR)}
-    paths.update(p for p in sys.path if "site-packages" in p or os.path.basename(p).startswith(("python3", "lib-dynload")))
-    paths.update(["/usr", "/lib", "/lib64", "/bin", "/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero",
-                  "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
-                  "/etc/mime.types", "/etc/matplotlibrc", "/etc/fonts"])
-    course = os.path.realpath(os.getcwd()) + os.sep
-    return sorted(p for p in paths if os.path.exists(p) and not course.startswith(os.path.realpath(p) + os.sep))
-
-
-def _cgroup_dirs(name: str, memory_bytes: int, processes: int) -> list[Path]:
-    """Per-kernel cgroups (cgroup v1 pids and memory) when the grader may create them."""
-    if os.geteuid() != 0:
-        return []
-    made = []
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        for controller, limit_file, limit in (("pids", "pids.max", processes),
-                                              ("memory", "memory.limit_in_bytes", memory_bytes)):
-            if controller in controllers.split(","):
-                base = Path("/sys/fs/cgroup") / controller / path.lstrip("/")
-                target = base / name
-                try:
-                    target.mkdir(exist_ok=True)
-                    (target / limit_file).write_text(str(limit))
-                    made.append(target)
-                except OSError:
-                    pass
-    return made
-
-
-def _kill_cgroups(dirs: list[Path]) -> None:
-    for d in dirs:
-        for _ in range(250):
-            try:
-                pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
-            except OSError:
-                break
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.01)
-        try:
-            d.rmdir()
-        except OSError:
-            pass
-
-
-#: The longest path a Unix socket can bind (sun_path holds 108 bytes with its NUL); the kernel's ZeroMQ
-#: sockets and the judge's socket live in the scratch folder as ``k-1`` … and ``judge.sock``.
-_SOCKET_PATH_MAX = 107
-_LONGEST_SOCKET = "/judge.sock"
-
-
-def _scratch_folder() -> Path:
-    """A fresh scratch folder in the temporary folder (``TMPDIR``), or in /tmp when ``TMPDIR`` is so deep that
-    a socket path inside it would be too long to bind."""
-    base = tempfile.gettempdir()
-    if len(base) + len("/attention-judge-12345678") + len(_LONGEST_SOCKET) > _SOCKET_PATH_MAX:
-        base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="attention-judge-", dir=base))
-
-
-class Kernel:
-    """One sandboxed kernel with the course agent connected to the judge."""
-
-    def __init__(self, settings: dict, log):
-        self.log = log
-        self.settings = settings
-        self.scratch = _scratch_folder()
-        self.proc = self.kc = self.listener = self.conn = None
-        self.cgroups = []
-        try:
-            self._boot(settings, log)
-        except BaseException:  # a kernel that could not start leaves nothing behind
-            self.close()
-            raise
-
-    def _boot(self, settings: dict, log) -> None:
-        work = self.scratch / "work"
-        work.mkdir(exist_ok=True)
-        for sub in ("home", "tmp"):
-            (self.scratch / sub).mkdir()
-        sock_path = str(self.scratch / "judge.sock")
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(sock_path)
-        self.listener.listen(1)
-        self.cgroups = _cgroup_dirs(self.scratch.name, settings["memory_bytes"], settings["processes"])
-        config = {"read": _read_paths(), "write": [str(self.scratch), "/dev/null"],
-                  "memory_bytes": settings["memory_bytes"], "processes": settings["processes"],
-                  "file_bytes": settings["file_bytes"], "report": str(self.scratch / "sandbox.json"),
-                  "cgroups": [str(d / "cgroup.procs") for d in self.cgroups]}
-        (self.scratch / "sandbox-config.json").write_text(json.dumps(config))
-        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.scratch / "home"),
-               "TMPDIR": str(self.scratch / "tmp"), "MPLCONFIGDIR": str(self.scratch / "home"),
-               "IPYTHONDIR": str(self.scratch / "home" / ".ipython"), "JUPYTER_RUNTIME_DIR": str(self.scratch),
-               "LANG": "C.UTF-8", "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-               "USER": "student", "LOGNAME": "student"}
-        connection_file = str(self.scratch / "kernel.json")
-        write_connection_file(connection_file, transport="ipc", ip=str(self.scratch / "k"),
-                              key=uuid.uuid4().hex.encode())
-        args = ["-f", connection_file, "--HistoryManager.hist_file=:memory:"]
-        config_path, stderr_path = str(self.scratch / "sandbox-config.json"), str(self.scratch / "kernel-stderr.txt")
-        if settings["fork"]:  # a fork of this process's zygote, heavy imports done
-            self.proc = forkserver.server(settings["preload"]).launch(args, config_path, str(work), env, stderr_path)
-        else:
-            with open(stderr_path, "wb") as stderr:  # kernel noise stays out of the log
-                self.proc = Spawned([sys.executable, "-m", "attention_course.grading.sandbox", config_path, "--",
-                                     sys.executable, "-m", "ipykernel_launcher", *args], str(work), env, stderr)
-        self.kc = BlockingKernelClient(connection_file=connection_file)
-        self.kc.load_connection_file()
-        self.kc.start_channels()
-        self._wait_ready(settings["startup_timeout"])
-        try:
-            notes = json.loads((self.scratch / "sandbox.json").read_text())
-            for note in notes:
-                log.warning("sandbox: %s", note)
-        except (OSError, ValueError):
-            pass
-        self.listener.settimeout(settings["startup_timeout"])
-        outputs, status, _ = self.run(BOOT.format(path=sock_path), settings["startup_timeout"], silent=True)
-        if status != "ok":
-            raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
-        sock, _ = self.listener.accept()
-        self.conn = Connection(sock)
-        if settings["preload"]:  # heavy imports, done before any student code runs
-            self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
-
-    def _wait_ready(self, timeout: float) -> None:
-        """Until the kernel answers on the shell channel and its IOPub messages reach us.
-
-        (jupyter_client's ``wait_for_ready`` also waits for 0.2 s of IOPub silence; this does not.)"""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.proc.alive():
-                raise RuntimeError("the kernel exited while starting")
-            msg_id = self.kc.kernel_info()
-            try:
-                self.kc.get_shell_msg(timeout=0.5)
-            except queue.Empty:
-                continue
-            until = time.monotonic() + 0.05
-            while time.monotonic() < until:
-                try:
-                    msg = self.kc.get_iopub_msg(timeout=0.01)
-                except queue.Empty:
-                    continue
-                if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
-                        and msg["content"].get("execution_state") == "idle":
-                    return
-        raise RuntimeError(f"the kernel did not start within {timeout} s")
-
-    def add_files(self, files: list[tuple[Path, Path]]) -> None:
-        """Copy a hand-in's files into the kernel's working folder (before any of its code runs)."""
-        for src, rel in files:
-            dest = self.scratch / "work" / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest)
-
-    def await_agent(self, msg_id: str, timeout: float) -> bool:
-        """Wait until the agent says it serves; False as soon as the request ends without it (no agent)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.conn.wait_ready(0.05):
-                return True
-            if self.conn.broken:
-                return False
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.05)
-            except Exception:
-                continue
-            if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \
-                    and msg.get("msg_type") == "status" and msg["content"].get("execution_state") == "idle":
-                return self.conn.wait_ready(0.5)
-        return False
-
-    def cap_hits(self) -> int:
-        """How often the kernel ran into its process cap so far (cgroup pids.events)."""
-        hits = 0
-        for d in self.cgroups:
-            try:
-                for line in (d / "pids.events").read_text().splitlines():
-                    if line.startswith("max "):
-                        hits += int(line.split()[1])
-            except (OSError, ValueError):
-                pass
-        return hits
-
-    def alive(self) -> bool:
-        return self.proc.alive()
-
-    def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True):
-        """Execute code; returns (outputs, status, execution_count), status in ok, error, timeout, died."""
-        msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
-        return self.collect(msg_id, timeout, keep)
-
-    def collect(self, msg_id: str, timeout: float, keep: bool = True):
-        cap = self.settings["max_output_bytes"]
-        outputs, size, truncated, count = [], 0, False, None
-        deadline = time.monotonic() + timeout
-        interrupted_at = None
-        while True:
-            now = time.monotonic()
-            if now > deadline and interrupted_at is None:
-                interrupted_at = now
-                self.proc.interrupt()
-            if interrupted_at is not None and now > interrupted_at + self.settings["interrupt_grace"]:
-                self.kill()
-                return outputs, "timeout", count
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                if not self.alive():
-                    return outputs, ("timeout" if interrupted_at else "died"), count
-                continue
-            except Exception:  # an unreadable message (forked children write to the same socket): skip it
-                continue
-            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "status" and content.get("execution_state") == "idle":
-                break
-            if kind == "execute_input":
-                count = content.get("execution_count")
-            if not keep or kind not in ("stream", "display_data", "execute_result", "error", "clear_output"):
-                continue
-            if kind == "clear_output":
-                outputs, size = [], 0
-                continue
-            piece = len(json.dumps(content.get("data", content.get("text", "")))) if kind != "error" else 0
-            if size + piece > cap:
-                truncated = True
-                continue
-            size += piece
-            out = output_from_msg(msg)
-            if kind == "stream" and outputs and outputs[-1].get("output_type") == "stream" \
-                    and outputs[-1].get("name") == out.get("name"):
-                outputs[-1]["text"] += out["text"]
-            else:
-                outputs.append(out)
-        if truncated:
-            outputs.append(NotebookNode(output_type="stream", name="stdout",
-                                        text=f"\n[output truncated by the grader: more than {cap} bytes]\n"))
-        status = "timeout" if interrupted_at else "ok"
-        if any(o.get("output_type") == "error" for o in outputs) and status == "ok":
-            status = "error"
-        return outputs, status, count
-
-    def kill(self) -> None:
-        self.proc.kill()
-
-    def close(self) -> None:
-        for stop in (lambda: self.kc.stop_channels(), self.kill, lambda: self.listener.close(),
-                     lambda: self.conn.sock.close()):
-            try:
-                stop()
-            except Exception:  # parts of a kernel that never started
-                pass
-        _kill_cgroups(self.cgroups)
-
-        def unlock(func, path, _):
-            os.chmod(os.path.dirname(path), 0o700)
-            func(path)
-
-        shutil.rmtree(self.scratch, onerror=unlock)
-
-
-class KernelPool:
-    """Keeps the next kernel starting in the background, so a notebook does not wait for one.
-
-    Every notebook (and every restart) still gets a kernel of its own that no other code has used."""
-
-    def __init__(self):
-        self._thread = None
-        self._result = None
-        self._key = None
-        atexit.register(self.close)
-
-    def _spawn(self, settings: dict, log) -> None:
-        def start():
-            try:
-                self._result = Kernel(settings, log)
-            except Exception as exc:  # reported when the kernel is taken
-                self._result = exc
-
-        self._key = json.dumps(settings, sort_keys=True)
-        self._result = None
-        self._thread = threading.Thread(target=start, daemon=True)
-        self._thread.start()
-
-    def prime(self, settings: dict, log) -> None:
-        """Start the first kernel now (a grading process that knows it will need one)."""
-        if self._thread is None:
-            self._spawn(settings, log)
-
-    def take(self, settings: dict, log) -> Kernel:
-        kernel = None
-        if self._thread is not None:
-            self._thread.join()
-            ready, self._thread = self._result, None
-            if isinstance(ready, Kernel):
-                if self._key == json.dumps(settings, sort_keys=True) and ready.alive():
-                    kernel = ready
-                else:
-                    ready.close()
-        if kernel is None:
-            kernel = Kernel(settings, log)
-        self._spawn(settings, log)
-        return kernel
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-            if isinstance(self._result, Kernel):
-                self._result.close()
-        self._result = None
-
-
-POOL = KernelPool()
+from .kernel import POOL, SERVE, Kernel
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-def submission_files(course: Path, student: str, assignment: str, limit: int) -> list:
-    """Regular files a kernel may see: the submission's own (never through a symlink) and the master's extras."""
-    found, total = [], 0
-    roots = [course / "submitted" / student / assignment, course / "source" / assignment]
-    for root in roots:
-        if not root.is_dir() or root.is_symlink():
-            continue
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))
-                           and not d.startswith(".")]
-            for name in filenames:
-                path = Path(dirpath) / name
-                st = os.lstat(path)
-                if name.endswith(".ipynb") or not stat.S_ISREG(st.st_mode):
-                    continue
-                total += st.st_size
-                if total > limit:
-                    return found
-                found.append((path, path.relative_to(root)))
-    return found
+def submission_files(course: Path, student: str, assignment: str) -> list:
+    """Files a kernel may see: the hand-in's own that :func:`.trust.inspect_handin` accepts (notebooks aside)
+    and the master's extra files, as (path, relative path)."""
+    found = {}
+    for handin in (trust.submitted(course, student, assignment), trust.inspect_handin(course / "source" / assignment)):
+        for path, rel, _ in handin.files:
+            if not rel.endswith(".ipynb"):
+                found[rel] = (path, Path(rel))
+    return list(found.values())
 
 
 def _is_test(md) -> bool:
@@ -457,7 +95,13 @@ class JudgedExecute(NbGraderPreprocessor):
                                  "on what student code returns), in bytes.").tag(config=True)
     processes = Integer(64, help="Most processes a kernel may have at once.").tag(config=True)
     max_output_bytes = Integer(2 * 2**20, help="Output kept per cell; the rest is dropped.").tag(config=True)
-    max_file_bytes = Integer(256 * 2**20, help="Largest file a kernel may write.").tag(config=True)
+    max_file_bytes = Integer(64 * 2**20, help="Largest file a kernel may write.").tag(config=True)
+    scratch_bytes = Integer(512 * 2**20, help="Size of the kernel's scratch file system, all it may write "
+                            "(where the host allows mount namespaces).").tag(config=True)
+    cgroups = Bool(True, help="Put each kernel in cgroups of its own (memory and process caps) where the host "
+                   "delegates them; the other layers hold without.").tag(config=True)
+    kernel_uid_base = Integer(1_600_000_000, help="A root grader runs each kernel as a uid of its own from this "
+                              "base on (0: keep the grader's uid, which the sandbox then reports).").tag(config=True)
     max_restarts = Integer(3, help="Kernel restarts per notebook before the remaining cells are skipped.").tag(
         config=True)
     startup_timeout = Float(60, help="Seconds for a kernel to start.").tag(config=True)
@@ -473,12 +117,13 @@ class JudgedExecute(NbGraderPreprocessor):
         return {"memory_bytes": self.memory_limit, "processes": self.processes,
                 "max_output_bytes": self.max_output_bytes, "file_bytes": self.max_file_bytes,
                 "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace,
-                "preload": list(self.preload), "fork": self.fork}
+                "preload": list(self.preload), "fork": self.fork, "scratch_bytes": self.scratch_bytes,
+                "cgroups": self.cgroups, "uid_base": self.kernel_uid_base}
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         course = Path(os.getcwd())
-        files = submission_files(course, info.get("student", ""), info.get("assignment", ""), 100 * 2**20)
+        files = submission_files(course, info.get("student", ""), info.get("assignment", ""))
         self._files = files
         self._restarts = 0
         self._history: list[str] = []

@@ -28,6 +28,8 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
+from . import nbgrader_patches, trust
+
 BEGIN_STARTER = "### BEGIN STARTER"
 END_STARTER = "### END STARTER"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
@@ -37,34 +39,7 @@ HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
-def _validate_cells_with_one_validator() -> None:
-    """nbgrader 0.9.6 checks each cell's nbgrader metadata with ``jsonschema.validate``, which first checks
-    nbgrader's own constant schema against JSON Schema's metaschema: 1.5 ms per cell, 50 ms of every hand-in.
-    Here one validator per schema does the same checks, and raises the same ``ValidationError``."""
-    import types
-
-    import jsonschema
-    from nbgrader.nbgraderformat import common
-
-    if getattr(common.jsonschema, "course_validator", False):
-        return
-    made = {}
-
-    def validate(instance, schema, *args, **kwargs):
-        if args or kwargs:
-            return jsonschema.validate(instance, schema, *args, **kwargs)
-        entry = made.get(id(schema))
-        if entry is None or entry[0] is not schema:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-            entry = made[id(schema)] = (schema, jsonschema.validators.validator_for(schema)(schema))
-        error = jsonschema.exceptions.best_match(entry[1].iter_errors(instance))
-        if error is not None:
-            raise error
-
-    common.jsonschema = types.SimpleNamespace(validate=validate, course_validator=True)
-
-
-_validate_cells_with_one_validator()
+nbgrader_patches.install()
 
 
 def replace_blocks(source: str, begin: str, end: str, keep) -> str:
@@ -181,7 +156,7 @@ class HideHiddenTests(NbGraderPreprocessor):
             return cell, resources
         if not utils.is_grade(cell):
             queue = self._submitted.get(cell.source)
-            cell.outputs = queue.pop(0) if queue else []
+            cell.outputs = trust.inert_outputs(queue.pop(0) if queue else [])
             return cell, resources
         if BEGIN_HIDDEN in cell.source:
             cell.source = replace_blocks(
@@ -218,6 +193,22 @@ class FeedbackStyle(Preprocessor):
     def preprocess(self, nb, resources):
         resources.setdefault("inlining", {}).setdefault("css", []).append(FEEDBACK_CSS)
         return nb, resources
+
+
+class InertContent(Preprocessor):
+    """Student content as a page may show it, in every page rendered from a notebook (the Formgrader's
+    submission view, the feedback pages): code cells' outputs as :func:`.trust.inert_outputs` allows them (text
+    and raster images), Markdown cells' attachments as :func:`.trust.inert_markdown_cell` does. (The HTML that
+    Markdown becomes is sanitised by :func:`.trust.clean_html`, nbconvert's ``clean_html`` filter.)"""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            cell.outputs = trust.inert_outputs(cell.get("outputs", []))
+        elif cell.cell_type == "markdown":
+            trust.inert_markdown_cell(cell)
+        return cell, resources
 
 
 class GetGradesShowPending(GetGrades):
@@ -271,6 +262,15 @@ def master_order(assignment: str, notebook: str, names: list[str]) -> list[str]:
     return list(dict.fromkeys(ordered))
 
 
+def keep_attachments(new, cell) -> None:
+    """A student's Markdown cell keeps its pasted images (:func:`.trust.inert_attachments`), nothing else."""
+    from nbformat import NotebookNode
+
+    kept = trust.inert_attachments(cell.get("attachments"))
+    if kept:
+        new.attachments = NotebookNode(kept)
+
+
 class TrustGradebook(NbGraderPreprocessor):
     """Rebuild a submission's cells from the gradebook before autograde; trust none of its metadata.
 
@@ -313,6 +313,8 @@ class TrustGradebook(NbGraderPreprocessor):
             new = NotebookNode(cell_type=cell_type, metadata=NotebookNode(nbgrader=NotebookNode(md)), source=src)
             if cell_type == "code":
                 new.outputs, new.execution_count = [], None
+            elif cell_type == "markdown" and cell is not None and not locked:
+                keep_attachments(new, cell)
             return new
 
         def plain(cell):
@@ -322,6 +324,8 @@ class TrustGradebook(NbGraderPreprocessor):
                                source="".join(text) if isinstance(text, list) else str(text))
             if kind == "code":
                 new.outputs, new.execution_count = [], None
+            elif kind == "markdown":
+                keep_attachments(new, cell)
             return new
 
         # The master's order, wherever the hand-in put (or duplicated) its cells: each gradebook cell at

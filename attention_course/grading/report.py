@@ -105,7 +105,9 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
 </section>""")
     page = out / "index.html"
     page.write_text(f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Attention from Scratch: class report</title>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
+<title>Attention from Scratch: class report</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} img{{max-width:100%;display:block;margin:1em 0}}
 table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left}}</style></head>
 <body><h1>Class report</h1>

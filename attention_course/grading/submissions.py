@@ -154,7 +154,10 @@ def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
         if getattr(what, "transform", None):
             notebooks = what.transform(notebooks)
         for name, nb in notebooks.items():
-            if isinstance(nb, str):  # a damaged file, written as it is
+            if isinstance(nb, tuple):  # a link, a pipe... in the notebook's place
+                folder.mkdir(parents=True, exist_ok=True)
+                make_special(folder / name, nb)
+            elif isinstance(nb, str):  # a damaged file, written as it is
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / name).write_text(nb, encoding="utf-8")
             else:
@@ -162,11 +165,33 @@ def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
         for rel, content in getattr(what, "files", {}).items():
             path = folder / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, tuple) and content[0] == "symlink":
-                path.symlink_to(content[1])
+            if isinstance(content, tuple):
+                make_special(path, content)
             else:
                 path.write_bytes(content)
     return list(roster)
+
+
+def make_special(path: Path, spec: tuple) -> None:
+    """A file that is not plain content: ``("symlink", target)``, ``("hardlink", target relative to the file's
+    folder)``, ``("fifo",)``, ``("device", major, minor)`` or ``("sparse", bytes)``."""
+    import os
+    import stat
+
+    kind = spec[0]
+    if kind == "symlink":
+        path.symlink_to(spec[1])
+    elif kind == "hardlink":
+        os.link((path.parent / spec[1]).resolve(), path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(spec[1], spec[2]))
+    elif kind == "sparse":
+        with open(path, "wb") as f:
+            f.truncate(spec[1])
+    else:
+        raise ValueError(f"unknown special file {spec!r}")
 
 
 def catalogue_roster(catalogue: list[Submission]) -> dict:

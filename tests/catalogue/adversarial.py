@@ -609,6 +609,50 @@ def worst_error(design, task, max_len):
 """
 
 
+MASTER = "../../../source/01_self_attention/self_attention.ipynb"  # from submitted/<student>/<assignment>/
+CLASSMATE = "../../demo-complete/01_self_attention/self_attention.ipynb"
+
+
+def _notebook_is(spec: tuple):
+    """The notebook itself replaced by a link, a pipe... (``submissions.make_special``)."""
+    def transform(notebooks):
+        notebooks[NOTEBOOK] = spec
+        return notebooks
+    return transform
+
+
+DETACHED_SLEEPERS = """
+import os, time
+started = 0
+for _ in range(300):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(3600)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    started += 1
+print("detached", started)
+"""
+
+SCRATCH_FLOOD = """
+written = 0
+try:
+    for i in range(48):
+        with open(f"flood-{i}.bin", "wb") as f:
+            for _ in range(64):
+                f.write(b"x" * 2**20)
+                written += 2**20
+except OSError as e:
+    print("stopped after", written // 2**20, "MiB:", e)
+"""
+
 ATTACKS = [
     # -- replacing or wrapping comparison and assertion helpers ---------------------------------
     Attack("patch-numpy", "helpers", "replaces np.allclose, np.isclose, np.abs, np.isfinite", "unscaled-scores",
@@ -693,6 +737,28 @@ ATTACKS = [
     Attack("old-nbformat", "malformed", "the notebook saved as nbformat 3", "unscaled-scores", transform=_old_format),
     Attack("extra-files", "malformed", "extra files, among them a numpy.py that shadows NumPy", "unscaled-scores",
            files={"numpy.py": b"raise ImportError('shadowed')\n", "data/notes.txt": b"hello\n"}, exact=False),
+    Attack("detached-sleepers", "fault", "starts 300 double-forked sleepers in sessions of their own",
+           "unscaled-scores", DETACHED_SLEEPERS, finding="7"),
+    Attack("scratch-flood", "fault", "writes 3 GiB into its working folder, 64 MiB a file", "unscaled-scores",
+           SCRATCH_FLOOD, finding="7"),
+    # -- the hand-in's files: data, never followed (issue 24) ----------------------------------------------
+    Attack("notebook-links-to-master", "files", "the notebook handed in as a symlink to the master in source/",
+           "unscaled-scores", transform=_notebook_is(("symlink", MASTER)), exact=False, finding="8"),
+    Attack("notebook-links-to-classmate", "files", "the notebook handed in as a symlink to a classmate's",
+           "unscaled-scores", transform=_notebook_is(("symlink", CLASSMATE)), exact=False, finding="8"),
+    Attack("notebook-hard-linked-to-master", "files", "the notebook handed in as a hard link to the master",
+           "unscaled-scores", transform=_notebook_is(("hardlink", MASTER)), exact=False, finding="8"),
+    Attack("notebook-is-a-pipe", "files", "the notebook handed in as a named pipe", "unscaled-scores",
+           transform=_notebook_is(("fifo",)), exact=False, finding="8"),
+    Attack("linked-extras", "files", "links beside the notebook to the gradebook, the master, a classmate's "
+           "notebook, /etc/passwd and /dev/zero, and a named pipe", "unscaled-scores",
+           files={"gradebook.db": ("symlink", "../../../gradebook.db"), "master.ipynb.txt": ("symlink", MASTER),
+                  "classmate.txt": ("symlink", CLASSMATE), "passwd": ("symlink", "/etc/passwd"),
+                  "zero.npy": ("symlink", "/dev/zero"), "pipe.csv": ("fifo",),
+                  "copy-of-master.txt": ("hardlink", MASTER), "huge.npy": ("sparse", 40 * 2**20)},
+           finding="9"),
+    Attack("device-extra", "files", "a character device (like /dev/zero) beside the notebook", "unscaled-scores",
+           files={"zero.bin": ("device", 1, 5)}, needs="root", finding="9"),
     # -- seams: cell order, the wire's echo, the judge's own work, time, ids, self-reports -------------
     Attack("moved-setup-fake-checks", "cells", "moves the locked setup cell below the tests and defines do-nothing "
            "checks first", "unscaled-scores", transform=_move_to_end("setup", FAKE_CHECKS), finding="1"),
@@ -748,3 +814,7 @@ ATTACKS = [
 
 #: Hand-in folders whose names nbgrader would take as glob patterns (finding 5); each holds a wrong answer.
 GLOB_IDS = ["*", "[a-f]*"]
+#: Hand-in folders that are links (finding 8): an assignment folder to a classmate's, a student folder to one.
+#: Each: the link's path under submitted/, and where it points (relative to the link's folder).
+LINKED_FOLDERS = {"linked-assignment-folder": (f"linked-assignment-folder/{ASSIGNMENT}", f"../demo-complete/{ASSIGNMENT}"),
+                  "linked-student-folder": ("linked-student-folder", "demo-complete")}

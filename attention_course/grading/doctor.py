@@ -1,0 +1,147 @@
+"""Which layers of the sandbox hold on this host: ``python -m attention_course.grading doctor`` (``make doctor``).
+
+The doctor does not guess from the kernel version: it starts a short-lived process in exactly the sandbox a
+kernel gets (:func:`.kernel.sandbox_config`, :mod:`.sandbox`) and reports what that process finds out
+about itself, and what the sandbox said it could not do. ``autograde`` runs the same probe and prints its
+one-line :func:`summary` before grading, with a warning for every missing layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from . import cgroups, kernel
+
+#: Run inside the probe's sandbox: what a hand-in could find out about its own confinement.
+PROBE = r"""
+import json, os, socket, sys
+found = {"uid": os.getuid(), "pid": os.getpid()}
+st = os.statvfs(".")
+found["scratch_bytes"] = st.f_blocks * st.f_frsize
+try:
+    socket.create_connection(("127.0.0.1", 22), timeout=0.5).close()
+    found["loopback"] = "reached"
+except OSError as exc:
+    found["loopback"] = type(exc).__name__
+try:
+    found["others_visible"] = sum(1 for p in os.listdir("/proc") if p.isdigit()) - 1
+except OSError:
+    found["others_visible"] = 0
+try:
+    open(sys.argv[1], "rb").read(1)
+    found["course_readable"] = True
+except OSError:
+    found["course_readable"] = False
+seccomp = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")]
+found["seccomp"] = int(seccomp[0]) if seccomp else 0
+print(json.dumps(found))
+"""
+
+
+def probe(settings: dict, course_file: str) -> dict:
+    """Sandbox a short-lived process as a kernel would be, and return its report:
+    ``{"facts": ..., "notes": [...], "found": ...}``."""
+    scratch = kernel._scratch_folder()
+    groups = cgroups.Cgroups()
+    try:
+        if settings.get("cgroups", True):
+            groups = cgroups.create(scratch.name, settings["memory_bytes"], settings["processes"])
+        uid = kernel.kernel_uid(settings.get("uid_base", 0))
+        kernel.sandbox_config(scratch, settings, uid, groups)
+        proc = subprocess.run([sys.executable, "-m", "attention_course.grading.sandbox", str(scratch / "sandbox-config.json"),
+                               "--", sys.executable, "-I", "-c", PROBE, course_file],
+                              capture_output=True, text=True, timeout=60, cwd=scratch,
+                              env={"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"})
+        try:
+            report = json.loads((scratch / "sandbox.json").read_text())
+        except (OSError, ValueError):
+            report = {"facts": {}, "notes": [f"the sandbox did not report: {proc.stderr.strip()[-500:]}"]}
+        try:
+            report["found"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            report["found"] = {}
+            report["notes"].append(f"the probe did not run: {proc.stderr.strip()[-500:]}")
+        report["cgroups"] = groups.dirs and sorted({f"v{v} {c}" for v, c, _ in groups.dirs})
+        report["cgroup_notes"] = cgroups.layout().notes if settings.get("cgroups", True) else ["turned off"]
+        return report
+    finally:
+        groups.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
+    """(layer, active (None: not applicable), what it does or what is missing and the fix)."""
+    facts, found = report.get("facts", {}), report.get("found", {})
+    gib = lambda n: f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"  # noqa: E731
+    ns = facts.get("namespaces", [])
+    uid = found.get("uid", facts.get("uid"))
+    rows = []
+    rows.append(("user", uid not in (0, None),
+                 f"kernels run as uid {uid}, not root: the process cap counts their own processes"
+                 if uid not in (0, None) else
+                 "kernels run as root (uid 0): set c.JudgedExecute.kernel_uid_base > 0, or grade as an ordinary user"))
+    want = {"mount", "network", "pid"}
+    rows.append(("namespaces", want <= set(ns),
+                 f"{', '.join(ns)}: no network (loopback {found.get('loopback', '?')}), /run hidden, "
+                 f"{found.get('others_visible', '?')} other processes visible, every process ends with the kernel"
+                 if want <= set(ns) else
+                 f"only {', '.join(ns) or 'none'}: allow namespaces (Debian/Ubuntu: sysctl kernel.unprivileged_userns_clone=1, "
+                 "kernel.apparmor_restrict_unprivileged_userns=0; in a container: --security-opt seccomp=unconfined "
+                 "or grade as root)"))
+    size = found.get("scratch_bytes", 0) if facts.get("scratch_bytes") else 0
+    rows.append(("scratch", bool(facts.get("scratch_bytes")),
+                 f"{gib(size)} file system of its own (tmpfs): all a kernel may write, gone when it ends"
+                 if facts.get("scratch_bytes") else
+                 f"writes limited per file only ({gib(settings['file_bytes'])}): needs a mount namespace"))
+    nproc = facts.get("nproc", -1)
+    rows.append(("limits", nproc not in (-1, None) and nproc < 10**6,
+                 f"address space {gib(settings['memory_bytes'])}, {settings['processes']} processes "
+                 f"(RLIMIT_NPROC {nproc}), {gib(settings['file_bytes'])} per file"
+                 if nproc not in (-1, None) and nproc < 10**6 else "no process cap (RLIMIT_NPROC): kernels run as root"))
+    abi = facts.get("landlock", 0)
+    rows.append(("landlock", abi >= 1 and not found.get("course_readable", True),
+                 f"ABI {abi}: reads Python and the course package only, writes its scratch only"
+                 + ("; no TCP" if abi >= 4 else "; TCP is not restricted (ABI < 4)")
+                 + ("; no signals out of the sandbox" if abi >= 6 else "; signals not scoped (ABI < 6)")
+                 if abi >= 1 else "not available (Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and lsm=landlock): "
+                 "kernels can read every file their user can"))
+    groups = report.get("cgroups") or []
+    rows.append(("cgroups", bool(groups),
+                 f"{', '.join(groups)}: memory {gib(settings['memory_bytes'])}, {settings['processes']} processes"
+                 if groups else "none: " + "; ".join(report.get("cgroup_notes") or ["not delegated"])
+                 + " (the other layers hold without them)"))
+    rows.append(("seccomp", None, "a filter is active" if found.get("seccomp") else
+                 "none: system calls are not filtered (no layer above depends on it)"))
+    return rows
+
+
+def summary(report: dict, settings: dict) -> tuple[str, list[str]]:
+    """One line for autograde, and a warning for every missing layer."""
+    rows = layers(report, settings)
+    active = [name for name, ok, _ in rows if ok]
+    missing = [f"sandbox layer missing: {name}: {text}" for name, ok, text in rows if ok is False]
+    facts = report.get("facts", {})
+    line = (f"Sandbox: {', '.join(active) or 'no layer'} active (kernel uid {facts.get('uid', '?')}, namespaces "
+            f"{'+'.join(facts.get('namespaces', [])) or 'none'}, Landlock ABI {facts.get('landlock', 0)}, "
+            f"cgroups {', '.join(report.get('cgroups') or []) or 'none'}); `make doctor` explains")
+    return line, missing
+
+
+def main(settings: dict, course_file: str) -> int:
+    report = probe(settings, course_file)
+    print("Sandbox layers on this host: what every kernel that runs a hand-in gets (a real probe, not a guess)\n")
+    for name, ok, text in layers(report, settings):
+        mark = "ok" if ok else "--" if ok is None else "MISSING"
+        print(f"  [{mark:^7}] {name:<10} {text}")
+    notes = [n for n in report.get("notes", []) if n]
+    if notes:
+        print("\nWhat the sandbox reported it could not do:")
+        for note in notes:
+            print(f"  - {note}")
+    print(f"\nGrader: uid {os.geteuid()}{' (root)' if os.geteuid() == 0 else ''}, Python {sys.version.split()[0]}, "
+          f"Linux {os.uname().release}")
+    return 0

@@ -1,0 +1,367 @@
+"""One student's kernel: a sandboxed IPython kernel, forked from the fork server, with the course agent
+connected to the judge. :class:`KernelPool` keeps the next one starting while a notebook runs.
+
+The scratch folder of a kernel (``attention-judge-*`` in the temporary folder) holds, seen from the grader::
+
+    kernel.json  judge.sock    the kernel's connection file and the judge's socket (the kernel's user only)
+    ipc/                       the kernel's ZeroMQ sockets (it may make sockets here, nothing else)
+    in/                        the hand-in's files, read-only for the kernel, copied into its working folder
+    rw/                        the kernel's only writable place: a size-limited file system of its own
+                               (``work/`` its working folder, ``home/``, ``tmp/``), gone when it ends
+    sandbox.json               what the sandbox could not do, and its facts (uid, namespaces, caps)
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import queue
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from jupyter_client.blocking import BlockingKernelClient
+from jupyter_client.connect import write_connection_file
+from nbformat import NotebookNode
+from nbformat.v4 import output_from_msg
+
+from . import cgroups, forkserver
+from .course import PACKAGE_DIR
+from .forkserver import Spawned
+from .judge import Connection
+
+SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
+BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
+#: Copies the hand-in's files into the kernel's working folder, inside the sandbox, before any student code.
+STAGE = "__import__('shutil').copytree({src!r}, '.', dirs_exist_ok=True)"
+
+
+def _read_paths() -> list[str]:
+    """What a kernel may read: the Python installation and its packages, and the course package.
+
+    Never the course folder (gradebook, ``source/``, other students' files) nor any folder above it."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(PACKAGE_DIR)}
+    paths.update(p for p in sys.path if "site-packages" in p or os.path.basename(p).startswith(("python3", "lib-dynload")))
+    paths.update(["/usr", "/lib", "/lib64", "/bin", "/proc", "/sys", "/dev/urandom", "/dev/random", "/dev/zero",
+                  "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
+                  "/etc/mime.types", "/etc/matplotlibrc", "/etc/fonts"])
+    course = os.path.realpath(os.getcwd()) + os.sep
+    return sorted(p for p in paths if os.path.exists(p) and not course.startswith(os.path.realpath(p) + os.sep))
+
+
+#: The longest path a Unix socket can bind (sun_path holds 108 bytes with its NUL); the kernel's ZeroMQ
+#: sockets and the judge's socket live in the scratch folder as ``ipc/k-1`` … and ``judge.sock``.
+_SOCKET_PATH_MAX = 107
+_LONGEST_SOCKET = "/judge.sock"
+
+
+def _scratch_folder() -> Path:
+    """A fresh scratch folder in the temporary folder (``TMPDIR``), or in /tmp when ``TMPDIR`` is so deep that
+    a socket path inside it would be too long to bind."""
+    base = tempfile.gettempdir()
+    if len(base) + len("/attention-judge-12345678") + len(_LONGEST_SOCKET) > _SOCKET_PATH_MAX:
+        base = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="attention-judge-", dir=base))
+
+
+_SERIAL = itertools.count()
+
+
+def kernel_uid(base: int) -> int | None:
+    """The uid a root grader's next kernel runs as: one of its own, never 0 (None when not root).
+
+    ``base`` + 16 per grading process (by pid) + a slot: no two live kernels share a uid."""
+    if os.geteuid() != 0 or base <= 0:
+        return None
+    return base + ((os.getpid() % (1 << 22)) << 4) + next(_SERIAL) % 16
+
+
+def _own(path: Path, uid: int | None, mode: int) -> None:
+    if uid is not None:
+        os.chown(path, uid, uid)
+    os.chmod(path, mode)
+
+
+def sandbox_config(scratch: Path, settings: dict, uid: int | None, groups: cgroups.Cgroups) -> dict:
+    """Lay out a kernel's scratch folder (see the module) and write the sandbox's configuration for it."""
+    os.chmod(scratch, 0o711)  # the kernel's user may pass through, not list
+    for name, mode in (("ipc", 0o700), ("rw", 0o700), ("in", 0o755)):
+        (scratch / name).mkdir(exist_ok=True)
+        _own(scratch / name, uid if name != "in" else None, mode)
+    if (scratch / "judge.sock").exists():
+        _own(scratch / "judge.sock", uid, 0o600)
+    rw = scratch / "rw"
+    config = {"read": _read_paths() + [str(scratch / "in"), str(scratch / "kernel.json")],
+              "write": [str(rw), "/dev/null"], "sockets": [str(scratch / "ipc")], "expose": [str(scratch)],
+              "scratch_fs": {"path": str(rw), "bytes": settings["scratch_bytes"], "dirs": ["work", "home", "tmp"]},
+              "cwd": str(rw / "work"), "uid": uid, "gid": uid,
+              "memory_bytes": settings["memory_bytes"], "processes": settings["processes"],
+              "file_bytes": settings["file_bytes"], "report": str(scratch / "sandbox.json"),
+              "cgroups": groups.procs_files}
+    (scratch / "sandbox-config.json").write_text(json.dumps(config))
+    return config
+
+
+class Kernel:
+    """One sandboxed kernel with the course agent connected to the judge."""
+
+    def __init__(self, settings: dict, log):
+        self.log = log
+        self.settings = settings
+        self.scratch = _scratch_folder()
+        self.proc = self.kc = self.listener = self.conn = None
+        self.cgroups = cgroups.Cgroups()
+        self.facts: dict = {}
+        try:
+            self._boot(settings, log)
+        except BaseException:  # a kernel that could not start leaves nothing behind
+            self.close()
+            raise
+
+    def _boot(self, settings: dict, log) -> None:
+        scratch, uid = self.scratch, kernel_uid(settings.get("uid_base", 0))
+        sock_path = str(scratch / "judge.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(sock_path)
+        self.listener.listen(1)
+        if settings.get("cgroups", True):
+            self.cgroups = cgroups.create(scratch.name, settings["memory_bytes"], settings["processes"])
+        sandbox_config(scratch, settings, uid, self.cgroups)
+        rw = scratch / "rw"
+        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(rw / "home"),
+               "TMPDIR": str(rw / "tmp"), "MPLCONFIGDIR": str(rw / "home"),
+               "IPYTHONDIR": str(rw / "home" / ".ipython"), "JUPYTER_RUNTIME_DIR": str(rw / "home"),
+               "LANG": "C.UTF-8", "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               "USER": "student", "LOGNAME": "student"}
+        connection_file = str(scratch / "kernel.json")
+        write_connection_file(connection_file, transport="ipc", ip=str(scratch / "ipc" / "k"),
+                              key=uuid.uuid4().hex.encode())
+        _own(Path(connection_file), uid, 0o600)
+        args = ["-f", connection_file, "--HistoryManager.hist_file=:memory:"]
+        config_path, stderr_path = str(scratch / "sandbox-config.json"), str(scratch / "kernel-stderr.txt")
+        if settings["fork"]:  # a fork of this process's zygote, heavy imports done
+            self.proc = forkserver.server(settings["preload"]).launch(args, config_path, str(scratch), env,
+                                                                      stderr_path)
+        else:
+            with open(stderr_path, "wb") as stderr:  # kernel noise stays out of the log
+                self.proc = Spawned([sys.executable, "-m", "attention_course.grading.sandbox", config_path, "--",
+                                     sys.executable, "-m", "ipykernel_launcher", *args], str(scratch), env, stderr)
+        self.kc = BlockingKernelClient(connection_file=connection_file)
+        self.kc.load_connection_file()
+        self.kc.start_channels()
+        self._wait_ready(settings["startup_timeout"])
+        try:
+            report = json.loads((scratch / "sandbox.json").read_text())
+            self.facts = report.get("facts", {})
+            for note in report.get("notes", []):
+                log.warning("sandbox: %s", note)
+        except (OSError, ValueError, AttributeError):
+            pass
+        self.listener.settimeout(settings["startup_timeout"])
+        outputs, status, _ = self.run(BOOT.format(path=sock_path), settings["startup_timeout"], silent=True)
+        if status != "ok":
+            raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
+        sock, _ = self.listener.accept()
+        self.conn = Connection(sock)
+        if settings["preload"]:  # heavy imports, done before any student code runs
+            self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Until the kernel answers on the shell channel and its IOPub messages reach us.
+
+        (jupyter_client's ``wait_for_ready`` also waits for 0.2 s of IOPub silence; this does not.)"""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.proc.alive():
+                raise RuntimeError("the kernel exited while starting")
+            msg_id = self.kc.kernel_info()
+            try:
+                self.kc.get_shell_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            until = time.monotonic() + 0.05
+            while time.monotonic() < until:
+                try:
+                    msg = self.kc.get_iopub_msg(timeout=0.01)
+                except queue.Empty:
+                    continue
+                if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
+                        and msg["content"].get("execution_state") == "idle":
+                    return
+        raise RuntimeError(f"the kernel did not start within {timeout} s")
+
+    def add_files(self, files: list[tuple[Path, Path]]) -> None:
+        """Hand the kernel a hand-in's files (regular files only, checked by :func:`.trust.inspect_handin`):
+        copied into ``in/``, then by the kernel itself into its working folder, before any of its code runs."""
+        if not files:
+            return
+        inbox = self.scratch / "in"
+        for src, rel in files:
+            dest = inbox / rel
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            shutil.copyfile(src, dest, follow_symlinks=False)
+            os.chmod(dest, 0o644)
+        _, status, _ = self.run(STAGE.format(src=str(inbox)), self.settings["startup_timeout"], silent=True, keep=False)
+        if status != "ok":
+            self.log.warning("the hand-in's files could not be given to the kernel (%s)", status)
+
+    def await_agent(self, msg_id: str, timeout: float) -> bool:
+        """Wait until the agent says it serves; False as soon as the request ends without it (no agent)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.conn.wait_ready(0.05):
+                return True
+            if self.conn.broken:
+                return False
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.05)
+            except Exception:
+                continue
+            if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \
+                    and msg.get("msg_type") == "status" and msg["content"].get("execution_state") == "idle":
+                return self.conn.wait_ready(0.5)
+        return False
+
+    def cap_hits(self) -> int:
+        """How often the kernel ran into its process cap so far."""
+        return self.cgroups.cap_hits()
+
+    def alive(self) -> bool:
+        return self.proc.alive()
+
+    def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True):
+        """Execute code; returns (outputs, status, execution_count), status in ok, error, timeout, died."""
+        msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
+        return self.collect(msg_id, timeout, keep)
+
+    def collect(self, msg_id: str, timeout: float, keep: bool = True):
+        cap = self.settings["max_output_bytes"]
+        outputs, size, truncated, count = [], 0, False, None
+        deadline = time.monotonic() + timeout
+        interrupted_at = None
+        while True:
+            now = time.monotonic()
+            if now > deadline and interrupted_at is None:
+                interrupted_at = now
+                self.proc.interrupt()
+            if interrupted_at is not None and now > interrupted_at + self.settings["interrupt_grace"]:
+                self.kill()
+                return outputs, "timeout", count
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                if not self.alive():
+                    return outputs, ("timeout" if interrupted_at else "died"), count
+                continue
+            except Exception:  # an unreadable message (forked children write to the same socket): skip it
+                continue
+            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "status" and content.get("execution_state") == "idle":
+                break
+            if kind == "execute_input":
+                count = content.get("execution_count")
+            if not keep or kind not in ("stream", "display_data", "execute_result", "error", "clear_output"):
+                continue
+            if kind == "clear_output":
+                outputs, size = [], 0
+                continue
+            piece = len(json.dumps(content.get("data", content.get("text", "")))) if kind != "error" else 0
+            if size + piece > cap:
+                truncated = True
+                continue
+            size += piece
+            out = output_from_msg(msg)
+            if kind == "stream" and outputs and outputs[-1].get("output_type") == "stream" \
+                    and outputs[-1].get("name") == out.get("name"):
+                outputs[-1]["text"] += out["text"]
+            else:
+                outputs.append(out)
+        if truncated:
+            outputs.append(NotebookNode(output_type="stream", name="stdout",
+                                        text=f"\n[output truncated by the grader: more than {cap} bytes]\n"))
+        status = "timeout" if interrupted_at else "ok"
+        if any(o.get("output_type") == "error" for o in outputs) and status == "ok":
+            status = "error"
+        return outputs, status, count
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def close(self) -> None:
+        for stop in (lambda: self.kc.stop_channels(), self.kill, lambda: self.listener.close(),
+                     lambda: self.conn.sock.close()):
+            try:
+                stop()
+            except Exception:  # parts of a kernel that never started
+                pass
+        self.cgroups.kill()
+
+        def unlock(func, path, _):
+            os.chmod(os.path.dirname(path), 0o700)
+            func(path)
+
+        shutil.rmtree(self.scratch, onerror=unlock)
+
+
+class KernelPool:
+    """Keeps the next kernel starting in the background, so a notebook does not wait for one.
+
+    Every notebook (and every restart) still gets a kernel of its own that no other code has used."""
+
+    def __init__(self):
+        self._thread = None
+        self._result = None
+        self._key = None
+        atexit.register(self.close)
+
+    def _spawn(self, settings: dict, log) -> None:
+        def start():
+            try:
+                self._result = Kernel(settings, log)
+            except Exception as exc:  # reported when the kernel is taken
+                self._result = exc
+
+        self._key = json.dumps(settings, sort_keys=True)
+        self._result = None
+        self._thread = threading.Thread(target=start, daemon=True)
+        self._thread.start()
+
+    def prime(self, settings: dict, log) -> None:
+        """Start the first kernel now (a grading process that knows it will need one)."""
+        if self._thread is None:
+            self._spawn(settings, log)
+
+    def take(self, settings: dict, log) -> Kernel:
+        kernel = None
+        if self._thread is not None:
+            self._thread.join()
+            ready, self._thread = self._result, None
+            if isinstance(ready, Kernel):
+                if self._key == json.dumps(settings, sort_keys=True) and ready.alive():
+                    kernel = ready
+                else:
+                    ready.close()
+        if kernel is None:
+            kernel = Kernel(settings, log)
+        self._spawn(settings, log)
+        return kernel
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if isinstance(self._result, Kernel):
+                self._result.close()
+        self._result = None
+
+
+POOL = KernelPool()

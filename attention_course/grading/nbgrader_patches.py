@@ -1,0 +1,287 @@
+"""Where the course changes nbgrader's own code, all in one place, for nbgrader 0.9.6 only.
+
+:func:`install` (run when ``nbgrader_config.py`` imports the course) first checks the version: under any
+other nbgrader it stops with a message naming what it would patch, because each patch replaces code of
+0.9.6 that a later release may have changed. The patches:
+
+``Autograde.init_assignment``
+    Reads the hand-in through :func:`.trust.inspect_handin`: a notebook that is a link, a pipe, a device, a
+    hard link to a file outside the hand-in or too large is refused (scored 0, as a missing notebook, and
+    logged), and nothing of the hand-in is copied into ``autograded/`` (stock nbgrader copies every other
+    file of the hand-in, following links, and the Formgrader then serves them from the server's origin).
+``BaseConverter.init_assignment`` (for ``GenerateFeedback``)
+    Copies nothing: ``feedback/`` holds the feedback pages only.
+``CourseDirectory.get_existing_timestamp``
+    Reads ``timestamp.txt`` only when it is a small regular file (:func:`.trust.read_small`).
+``Exchange.do_copy``
+    Copies with :func:`.trust.safe_copy`: never through a link (collect, submit, release, fetch).
+``Grade.manual_score`` / ``Grade.extra_credit``
+    Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
+    a script, or a page that was made to call that API.
+``SubmissionHandler`` (Formgrader's submission page)
+    Sent with a Content-Security-Policy whose scripts must carry a per-page nonce: the page's own do, and
+    nothing rendered from a hand-in can (a second line of defence behind :func:`.trust.clean_html`).
+``common.jsonschema`` (cell metadata checks)
+    One validator per schema instead of re-checking the schema itself for every cell (50 ms per hand-in).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+
+import nbgrader
+
+from . import trust
+
+PINNED = "0.9.6"
+PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
+           "Exchange.do_copy", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "nbgraderformat.common.jsonschema"]
+_installed = False
+
+
+def check_version(version: str = nbgrader.__version__) -> None:
+    """Stop with a clear message unless nbgrader is the version these patches were written for."""
+    if version != PINNED:
+        raise SystemExit(
+            f"attention_course needs nbgrader {PINNED}, found {version}: the course patches nbgrader's "
+            f"{', '.join(PATCHED)} (attention_course/grading/nbgrader_patches.py). Install the pinned version "
+            f"(make install) or port the patches and update PINNED.")
+
+
+def install() -> None:
+    """Check the version and apply every patch (once per process)."""
+    global _installed
+    if _installed:
+        return
+    check_version()
+    _one_validator()
+    _converters()
+    _exchange()
+    _gradebook()
+    _formgrader()
+    _installed = True
+
+
+# -- hand-ins: read as data, nothing copied ----------------------------------------------------
+def _converters() -> None:
+    from nbgrader.converters.autograde import Autograde
+    from nbgrader.converters.base import BaseConverter
+    from nbgrader.converters.generate_feedback import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    stock_init = BaseConverter.init_assignment
+
+    def init_assignment(self, assignment_id, student_id):
+        if isinstance(self, GenerateFeedback):  # feedback/ holds the pages and the exchange's validated metadata
+            trust.write_exchange_metadata(Path(self._format_dest(assignment_id, student_id)),
+                                          trust.exchange_metadata(Path(self._format_source(assignment_id, student_id))))
+            return
+        stock_init(self, assignment_id, student_id)
+
+    def get_existing_timestamp(self, dest_path):
+        text = trust.read_small(Path(dest_path) / "timestamp.txt")
+        if text is None or not text.strip():
+            return None
+        from nbgrader.utils import parse_utc
+
+        try:
+            return parse_utc(text.strip())
+        except ValueError:
+            self.log.warning("Invalid timestamp in %s: ignored", os.path.join(dest_path, "timestamp.txt"))
+            return None
+
+    BaseConverter.init_assignment = init_assignment
+    CourseDirectory.get_existing_timestamp = get_existing_timestamp
+    Autograde.init_assignment = _autograde_init_assignment
+
+
+def _autograde_init_assignment(self, assignment_id: str, student_id: str) -> None:
+    """nbgrader 0.9.6's ``Autograde.init_assignment`` with the hand-in read as data (see the module)."""
+    import shutil
+
+    from nbgrader import utils
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.converters.base import NbGraderException
+
+    src = Path(self._format_source(assignment_id, student_id))
+    handin = trust.inspect_handin(src, within=src.parent.parent)
+    for rel, why in handin.refused:
+        self.log.warning("%s/%s: %s refused: %s", student_id, assignment_id, trust.display_name(rel), why)
+    with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+        if self.create_student:
+            gb.update_or_create_student(student_id)
+        else:
+            try:
+                gb.find_student(student_id)
+            except MissingEntry:
+                msg = "No student with ID '%s' exists in the database" % student_id
+                self.log.error(msg)
+                raise NbGraderException(msg)
+        try:
+            gb.find_assignment(assignment_id)
+        except MissingEntry:
+            msg = "No assignment with ID '%s' exists in the database" % assignment_id
+            self.log.error(msg)
+            raise NbGraderException(msg)
+        timestamp = self.coursedir.get_existing_timestamp(str(src)) if handin.readable("timestamp.txt") else None
+        if timestamp:
+            submission = gb.update_or_create_submission(assignment_id, student_id, timestamp=timestamp)
+            if submission.total_seconds_late > 0:
+                self.log.warning("%s is %s seconds late", submission, submission.total_seconds_late)
+        else:
+            gb.update_or_create_submission(assignment_id, student_id)
+
+    # the exchange's metadata, validated and re-written; the master's extra files (the instructor's own)
+    dest_path = self._format_dest(assignment_id, student_id)
+    trust.write_exchange_metadata(Path(dest_path), trust.exchange_metadata(src) if handin.readable("timestamp.txt")
+                                  or handin.readable("submission_secret.txt") else {})
+    source_path = self.coursedir.format_path(self.coursedir.source_directory, ".", assignment_id)
+    excluded = {os.path.join(source_path, x) for x in self.exclude_overwriting.get(assignment_id, [])}
+    for filename in set(utils.find_all_files(source_path, self.coursedir.ignore + ["*.ipynb"])) - excluded:
+        dest = os.path.join(dest_path, os.path.relpath(filename, source_path))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        if os.path.lexists(dest):
+            os.remove(dest)
+        shutil.copy(filename, dest)
+
+    known, refused = [], []
+    with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+        for notebook in self.notebooks:
+            notebook_id = os.path.splitext(os.path.basename(notebook))[0]
+            try:
+                gb.find_notebook(notebook_id, assignment_id)
+            except MissingEntry:
+                self.log.warning("Skipping unknown notebook: %s", notebook)
+                continue
+            (known if handin.readable(os.path.relpath(notebook, src)) else refused).append(notebook)
+        if not known and not refused:
+            msg = "No notebooks found, did you forget to run 'nbgrader generate_assignment'?"
+            self.log.error(msg)
+            raise NbGraderException(msg)
+        self.notebooks = known
+        # a notebook not handed in, or refused, scores 0 (stock nbgrader does this for missing ones)
+        for notebook in gb.find_assignment(assignment_id).notebooks:
+            if not handin.readable(f"{notebook.name}.ipynb"):
+                submission = gb.find_submission_notebook(notebook.name, assignment_id, student_id)
+                for grade in submission.grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
+                gb.db.commit()
+
+
+def _exchange() -> None:
+    from nbgrader.exchange.default.exchange import Exchange
+    from nbgrader.utils import ignore_patterns
+
+    def do_copy(self, src, dest, log=None):
+        handin = trust.inspect_handin(Path(src))
+        total = sum(size for _, _, size in handin.files)
+        if total > 1000 * self.coursedir.max_dir_size:
+            self.log.error("Directory size is too big")
+            raise RuntimeError(f"Directory size is too big. Size is {total}, maximum size is "
+                               f"{1000 * self.coursedir.max_dir_size}")
+        skip = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                               max_file_size=self.coursedir.max_file_size, log=self.log)
+
+        def ignored(rel: str) -> bool:  # nbgrader's exclude/include/size rules, on each part of the path
+            folder = str(src)
+            for part in rel.split("/"):
+                if skip(folder, [part]):
+                    return True
+                folder = os.path.join(folder, part)
+            return False
+
+        trust.safe_copy(Path(src), Path(dest), log=self.log, ignore=ignored)
+        if self.coursedir.groupshared:
+            for dirname, _, filenames in os.walk(dest):
+                for path, bits in [(dirname, 0o2770)] + [(os.path.join(dirname, f), 0o660) for f in filenames]:
+                    mode = os.stat(path).st_mode
+                    if mode & bits != bits:
+                        try:
+                            os.chmod(path, (mode | bits) & (0o2777 if bits == 0o2770 else 0o777))
+                        except PermissionError:
+                            self.log.warning("Could not update permissions of %s to make it groupshared", path)
+
+    Exchange.do_copy = do_copy
+
+
+# -- the gradebook: scores within what a cell allows ------------------------------------------------
+def _gradebook() -> None:
+    from nbgrader.api import Grade
+    from sqlalchemy import event
+
+    def manual(target, value, oldvalue, initiator):
+        return trust.capped_grade(value, None, target.max_score)[0]
+
+    def extra(target, value, oldvalue, initiator):
+        return trust.capped_grade(None, value, target.max_score)[1]
+
+    event.listen(Grade.manual_score, "set", manual, retval=True)
+    event.listen(Grade.extra_credit, "set", extra, retval=True)
+
+
+# -- the Formgrader's submission page ------------------------------------------------------------
+_SCRIPT = re.compile(r"<script(?=[\s>])", re.IGNORECASE)
+#: nbgrader's template shows a student's name with two inline onclick handlers; the policy forbids those,
+#: so the same behaviour is attached by a script that carries the page's nonce.
+_TOGGLES = ('onclick="toggle_name(true);"', 'onclick="toggle_name(false);"')
+_TOGGLE_SCRIPT = ("<script>$(function () { $('.name-hidden').on('click', function () { toggle_name(true); }); "
+                  "$('.name-shown').on('click', function () { toggle_name(false); }); });</script>")
+
+
+def with_nonce(page: str) -> tuple[str, str]:
+    """The page with every one of its ``<script>`` elements given a fresh nonce, and the policy that allows
+    only those (so a script or handler that reached the page from a hand-in would not run)."""
+    nonce = secrets.token_urlsafe(18)
+    for toggle in _TOGGLES:
+        page = page.replace(toggle, "")
+    page = page.replace("</body>", _TOGGLE_SCRIPT + "</body>", 1)
+    page = _SCRIPT.sub(f'<script nonce="{nonce}"', page)
+    policy = (f"default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
+              "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+              "base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
+    return page, policy
+
+
+def _formgrader() -> None:
+    from nbgrader.server_extensions.formgrader.handlers import SubmissionHandler
+
+    stock_write = SubmissionHandler.write
+
+    def write(self, chunk):
+        if isinstance(chunk, str) and "<html" in chunk[:4096].lower():
+            chunk, policy = with_nonce(chunk)
+            self.set_header("Content-Security-Policy", policy)
+        return stock_write(self, chunk)
+
+    SubmissionHandler.write = write
+
+
+# -- nbgrader's cell metadata checks ---------------------------------------------------------------
+def _one_validator() -> None:
+    """nbgrader 0.9.6 checks each cell's nbgrader metadata with ``jsonschema.validate``, which first checks
+    nbgrader's own constant schema against JSON Schema's metaschema: 1.5 ms per cell, 50 ms of every hand-in.
+    Here one validator per schema does the same checks, and raises the same ``ValidationError``."""
+    import types
+
+    import jsonschema
+    from nbgrader.nbgraderformat import common
+
+    made = {}
+
+    def validate(instance, schema, *args, **kwargs):
+        if args or kwargs:
+            return jsonschema.validate(instance, schema, *args, **kwargs)
+        entry = made.get(id(schema))
+        if entry is None or entry[0] is not schema:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+            entry = made[id(schema)] = (schema, jsonschema.validators.validator_for(schema)(schema))
+        error = jsonschema.exceptions.best_match(entry[1].iter_errors(instance))
+        if error is not None:
+            raise error
+
+    common.jsonschema = types.SimpleNamespace(validate=validate)

@@ -1,0 +1,136 @@
+"""The kernel sandbox holds on any Linux host: as root and as an ordinary user, with cgroups and without.
+
+Each run boots one real kernel in the course's sandbox and attacks it (tests/tools/sandbox_attacks.py): a
+memory bomb, 300 detached double-forked sleepers, a fork bomb and a 3 GiB write into its working folder must
+each be stopped, the kernel must not run as root, and nothing it started may be running or written once it
+is closed. This host binds memory and pids to cgroup v1, so the cgroup v2 path is checked against a fake
+cgroupfs tree (files written, processes moved and killed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from attention_course.grading import cgroups
+from attention_course.grading.course import ROOT
+
+TOOLS = ROOT / "tests" / "tools"
+
+
+def attack(mode: str, as_user: bool, tmp_path: Path) -> dict:
+    cmd = [sys.executable, str(TOOLS / "sandbox_attacks.py"), mode]
+    proc = subprocess.run(as_ordinary_user(cmd, tmp_path) if as_user else cmd, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+RUNS = [pytest.param("cgroups", False, id="root-with-cgroups"), pytest.param("no-cgroups", False, id="root-no-cgroups"),
+        pytest.param("no-cgroups", True, id="ordinary-user")]
+
+
+@pytest.mark.parametrize("mode,as_user", RUNS)
+def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path):
+    if not as_user and os.geteuid() != 0:
+        pytest.skip("grading as root needs root")
+    found = attack(mode, as_user, tmp_path)
+    facts = found["facts"]
+    assert facts["uid"] != 0 and "uid 0 " not in found["whoami"]["text"], facts
+    assert {"mount", "network", "pid"} <= set(facts["namespaces"]), facts
+    assert facts["scratch_bytes"] == 128 * 2**20 and facts["nproc"] <= 64 and facts["landlock"] >= 1, facts
+    assert bool(found["cgroups"]) == (mode == "cgroups"), found["cgroups"]
+    assert "stopped at" in found["memory"]["text"], found["memory"]
+    assert "fork refused" in found["fork_bomb"]["text"], found["fork_bomb"]
+    assert found["running_before_close"] <= 64 + 8, "more processes ran than the process cap allows"
+    stopped = found["scratch"]["text"]
+    assert "No space left" in stopped and int(stopped.split()[2]) <= 128, stopped
+    assert all(found[a]["alive"] for a in ("memory", "sleepers", "fork_bomb", "scratch")), found
+    assert found["left_running"] == [], f"processes outlived the kernel: {found['left_running']}"
+    assert not found["scratch_left"], "the kernel's scratch folder outlived it"
+
+
+def fake_v2(tmp_path: Path, enabled: str) -> Path:
+    root = tmp_path / "cgroupfs"
+    (root / "grading").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (root / "grading" / "cgroup.controllers").write_text("memory pids\n")
+    (root / "grading" / "cgroup.subtree_control").write_text(enabled + "\n")
+    return root
+
+
+def test_cgroup_v2_caps_are_written_and_processes_moved_and_killed(tmp_path):
+    root = fake_v2(tmp_path, "memory pids")
+    where = cgroups.layout(root, "0::/grading\n")
+    assert where.places == {"memory": (2, root / "grading"), "pids": (2, root / "grading")} and where.version == "v2"
+    made = cgroups.create("kernel-1", 3 * 2**30, 64, root, "0::/grading\n")
+    kernel = root / "grading" / "kernel-1"
+    assert (kernel / "memory.max").read_text() == str(3 * 2**30) and (kernel / "pids.max").read_text() == "64"
+    assert made.procs_files == [str(kernel / "cgroup.procs")]
+    sleeper = subprocess.Popen(["sleep", "60"])
+    reaper = threading.Thread(target=sleeper.wait)  # reaped at once: no zombie left for kill() to signal
+    reaper.start()
+    assert cgroups.join(made.procs_files, sleeper.pid) == []
+    assert (kernel / "cgroup.procs").read_text() == str(sleeper.pid)
+    (kernel / "pids.events").write_text("max 3\n")
+    assert made.cap_hits() == 3
+    made.kill()
+    assert (kernel / "cgroup.kill").read_text() == "1"
+    reaper.join(10)
+    assert sleeper.returncode == -9, "the process in the kernel's cgroup was not killed"
+
+
+def test_cgroup_v2_without_delegated_controllers_says_how_to_delegate(tmp_path):
+    root = fake_v2(tmp_path, "")
+    where = cgroups.layout(root, "0::/grading\n")
+    assert not where.places and any("subtree_control" in n for n in where.notes), where.notes
+    assert cgroups.create("kernel-1", 2**30, 64, root, "0::/grading\n").dirs == []
+
+
+def test_a_hybrid_host_takes_each_controller_where_it_is_bound(tmp_path):
+    """Like this host: memory and pids on v1 hierarchies, a v2 hierarchy with no controllers."""
+    root = tmp_path / "cgroupfs"
+    for controller in ("memory", "pids"):
+        (root / controller / "svc").mkdir(parents=True)
+    (root / "unified").mkdir()
+    (root / "unified" / "cgroup.controllers").write_text("\n")
+    where = cgroups.layout(root, "9:pids:/svc\n4:memory:/svc\n0::/\n")
+    assert where.places == {"memory": (1, root / "memory" / "svc"), "pids": (1, root / "pids" / "svc")}
+    made = cgroups.create("k", 2**30, 64, root, "9:pids:/svc\n4:memory:/svc\n0::/\n")
+    assert (root / "memory" / "svc" / "k" / "memory.limit_in_bytes").read_text() == str(2**30)
+    assert (root / "pids" / "svc" / "k" / "pids.max").read_text() == "64" and len(made.dirs) == 2
+
+
+def as_ordinary_user(cmd: list[str], tmp_path: Path) -> list[str]:
+    """``cmd`` run as an ordinary user (uid 65534) when these tests run as root (tests/tools/as_user.py)."""
+    if os.geteuid() != 0:
+        return cmd
+    tmp = tmp_path / "user-tmp"
+    tmp.mkdir(exist_ok=True)
+    os.chmod(tmp_path, 0o755)
+    os.chmod(tmp, 0o1777)
+    reach = [os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(tmp)]
+    return [sys.executable, str(TOOLS / "as_user.py"), ":".join(reach), "--", "env", f"TMPDIR={tmp}", f"HOME={tmp}",
+            "PYTHONDONTWRITEBYTECODE=1", *cmd]
+
+
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "ordinary-user"])
+def test_doctor_reports_every_layer(as_user, tmp_path):
+    if not as_user and os.geteuid() != 0:
+        pytest.skip("grading as root needs root")
+    cmd = [sys.executable, "-m", "attention_course.grading", "doctor"]
+    proc = subprocess.run(as_ordinary_user(cmd, tmp_path) if as_user else cmd, capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = {layer: mark for mark, layer in re.findall(r"\[\s*(ok|--|MISSING)\s*\] (\w+)", proc.stdout)}
+    assert set(rows) == {"user", "namespaces", "scratch", "limits", "landlock", "cgroups", "seccomp"}, proc.stdout
+    assert all(rows[layer] == "ok" for layer in ("user", "namespaces", "scratch", "limits", "landlock")), proc.stdout
+    if not as_user:
+        assert "kernels run as uid 16" in proc.stdout and rows["cgroups"] == "ok", proc.stdout

@@ -1,0 +1,252 @@
+"""The trust rules of :mod:`attention_course.grading.trust`, each attacked directly (fast: no grading run).
+
+The same rules are attacked end to end by the hostile hand-ins of ``tests/catalogue/adversarial.py``
+(test_security.py) and, for what reaches a page, in Chromium (test_browser_inert.py).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from attention_course.grading import nbgrader_patches, trust
+
+sys.path.insert(0, str(Path(__file__).parent / "tools"))
+import payloads  # noqa: E402
+
+
+def make_handin(root: Path, outside: Path) -> Path:
+    handin = root / "submitted" / "eve" / "01"
+    (handin / "data").mkdir(parents=True)
+    (handin / "self_attention.ipynb").write_text("{}")
+    (handin / "data" / "ok.csv").write_text("1,2\n")
+    outside.write_text("secret")
+    (handin / "to-outside.txt").symlink_to(outside)
+    (handin / "dangling").symlink_to(root / "nowhere")
+    (handin / "to-folder").symlink_to(root, target_is_directory=True)
+    os.mkfifo(handin / "pipe")
+    os.link(outside, handin / "hard-outside.txt")
+    os.link(handin / "data" / "ok.csv", handin / "data" / "twin.csv")  # both names inside: fine
+    with open(handin / "big.bin", "wb") as f:
+        f.truncate(3 * 2**20)
+    return handin
+
+
+def test_hand_in_files_are_data(tmp_path):
+    handin = make_handin(tmp_path, tmp_path / "secret.txt")
+    found = trust.inspect_handin(handin, within=tmp_path / "submitted", max_file=2 * 2**20)
+    files = {rel for _, rel, _ in found.files}
+    assert files == {"self_attention.ipynb", "data/ok.csv", "data/twin.csv"}
+    refused = dict(found.refused)
+    assert set(refused) == {"to-outside.txt", "dangling", "to-folder", "pipe", "hard-outside.txt", "big.bin"}
+    assert "symbolic link" in refused["to-outside.txt"] and "symbolic link" in refused["to-folder"]
+    assert "pipe" in refused["pipe"] and "outside the hand-in" in refused["hard-outside.txt"]
+    assert "larger than 2 MiB" in refused["big.bin"]
+
+
+def test_the_total_size_is_capped(tmp_path):
+    for i in range(4):
+        (tmp_path / f"f{i}").write_bytes(b"x" * 1000)
+    found = trust.inspect_handin(tmp_path, max_total=2500)
+    assert len(found.files) == 2 and [rel for rel, _ in found.refused] == ["f2", "f3"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device file needs root")
+def test_device_files_are_refused(tmp_path):
+    os.mknod(tmp_path / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    assert dict(trust.inspect_handin(tmp_path).refused) == {"zero": "a device file, not a file"}
+
+
+def test_a_linked_hand_in_folder_is_refused_whole(tmp_path):
+    real = tmp_path / "submitted" / "ada" / "01"
+    real.mkdir(parents=True)
+    (real / "self_attention.ipynb").write_text("{}")
+    (tmp_path / "submitted" / "eve").mkdir()
+    (tmp_path / "submitted" / "eve" / "01").symlink_to(real, target_is_directory=True)
+    (tmp_path / "submitted" / "mallory").symlink_to(tmp_path / "submitted" / "ada", target_is_directory=True)
+    for student in ("eve", "mallory"):
+        found = trust.submitted(tmp_path, student, "01")
+        assert not found.files and "symbolic link" in found.refused[0][1], found
+
+
+def test_copies_never_follow_links(tmp_path):
+    handin = make_handin(tmp_path, tmp_path / "secret.txt")
+    problems = trust.safe_copy(handin, tmp_path / "copy")
+    copy = tmp_path / "copy"
+    regular = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
+    assert regular == ["big.bin", "data/ok.csv", "data/twin.csv", "self_attention.ipynb"]
+    links = {p.name: os.readlink(p) for p in copy.rglob("*") if p.is_symlink()}
+    assert links == {n: os.readlink(handin / n) for n in ("to-outside.txt", "dangling", "to-folder")}, links
+    assert not (copy / "pipe").exists() and not (copy / "hard-outside.txt").exists()
+    assert trust.inspect_handin(copy).files == trust.inspect_handin(copy).files and \
+        {rel for rel, _ in trust.inspect_handin(copy).refused} == set(links), "the copy is refused as the original"
+    assert len(problems) == 5 and all(": " in p for p in problems)
+
+
+def test_small_metadata_files_are_read_only_when_regular(tmp_path):
+    (tmp_path / "timestamp.txt").write_text("2026-11-25 10:00:00.000001 UTC")
+    assert trust.exchange_metadata(tmp_path) == {"timestamp.txt": "2026-11-25 10:00:00.000001 UTC"}
+    (tmp_path / "timestamp.txt").unlink()
+    (tmp_path / "timestamp.txt").symlink_to("/etc/hostname")
+    os.mkfifo(tmp_path / "submission_secret.txt")  # a pipe would block a plain open() for ever
+    assert trust.exchange_metadata(tmp_path) == {}
+    assert trust.read_small(tmp_path / "submission_secret.txt") is None
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "submission_secret.txt").write_text("<script>alert(1)</script>")
+    assert trust.exchange_metadata(tmp_path / "other") == {}
+
+
+def test_names_from_a_hand_in_are_printed_escaped():
+    assert trust.display_name("a\x1b[2Jb\nc") == "a\\x1b[2Jb\\x0ac"
+
+
+def test_grades_stay_within_what_a_cell_allows():
+    assert trust.capped_grade(7, 3, 5) == (5.0, 1.25)
+    assert trust.capped_grade(-2, -1, 5) == (0.0, 0.0)
+    assert trust.capped_grade(None, None, 5) == (None, None)
+    assert trust.capped_grade("4.5", "", 5) == (4.5, None)
+    with pytest.raises(ValueError):
+        trust.capped_grade(float("nan"), None, 5)
+
+
+def test_the_gradebook_caps_scores_whoever_sets_them(tmp_path):
+    """Set through nbgrader's own model (as the Formgrader's API does): the cap holds at the gradebook."""
+    from nbgrader.api import Gradebook
+
+    nbgrader_patches.install()
+    with Gradebook(f"sqlite:///{tmp_path / 'gb.db'}") as gb:
+        gb.add_assignment("a")
+        gb.add_notebook("n", "a")
+        gb.add_grade_cell("c", "n", "a", max_score=5, cell_type="markdown")
+        gb.add_student("s")
+        gb.add_submission("a", "s")
+        grade = gb.find_grade("c", "n", "a", "s")
+        grade.manual_score, grade.extra_credit = 1000, 10
+        gb.db.commit()
+        again = gb.find_grade("c", "n", "a", "s")
+        assert (again.manual_score, again.extra_credit, again.score) == (5.0, 1.25, 6.25)
+
+
+def test_outputs_from_a_hand_in_are_inert():
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    outputs = [
+        {"output_type": "display_data", "data": {"text/html": "<img src=x onerror=alert(1)>", "text/plain": "<obj>"},
+         "metadata": {}},
+        {"output_type": "display_data", "data": {"application/javascript": "alert(1)"}, "metadata": {}},
+        {"output_type": "display_data", "data": {"image/svg+xml": "<svg onload=alert(1)/>"}, "metadata": {}},
+        {"output_type": "display_data", "data": {"image/png": png, "text/plain": "<Figure>"},
+         "metadata": {"image/png": {"width": "1 onerror=alert(1)", "height": 40}, "filenames": {"image/png": "x"}}},
+        {"output_type": "display_data", "data": {"image/png": 'x" onerror="alert(1)'}, "metadata": {}},
+        {"output_type": "execute_result", "data": {"text/markdown": "[x](javascript:alert(1))"}, "metadata": {},
+         "execution_count": "1 onclick=alert(1)"},
+        {"output_type": "stream", "name": "stdout", "text": ["<b>", "x</b>"]},
+        {"output_type": "error", "ename": "E", "evalue": "<i>", "traceback": ["<i>"]},
+        {"output_type": "made-up", "data": {}},
+    ]
+    shown = trust.inert_outputs(outputs)
+    assert [o["output_type"] for o in shown] == ["display_data"] * 5 + ["execute_result", "stream", "error"]
+    allowed = {"text/plain", *trust.RASTER}
+    assert all(set(o.get("data", {})) <= allowed for o in shown)
+    assert shown[0]["data"] == {"text/plain": "<obj>"}
+    assert "not shown" in shown[1]["data"]["text/plain"] and "not shown" in shown[2]["data"]["text/plain"]
+    assert shown[3]["data"]["image/png"] == png and dict(shown[3]["metadata"]) == {"image/png": {"height": 40}}
+    assert "image/png" not in shown[4]["data"]
+    assert shown[5]["execution_count"] is None and shown[6]["text"] == "<b>x</b>"
+
+
+FORBIDDEN_TAGS = {"script", "iframe", "frame", "frameset", "object", "embed", "form", "button", "input", "style",
+                  "svg", "meta", "base", "link", "video", "audio", "source", "marquee", "annotation-xml"}
+
+
+def active_content(markup: str) -> list[str]:
+    """What in ``markup`` a browser could act on: forbidden elements, event handlers, script or remote URLs,
+    styles (text that merely shows such things, escaped, is fine)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Scan(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in FORBIDDEN_TAGS:
+                found.append(f"<{tag}>")
+            for name, value in attrs:
+                value = (value or "").strip().lower()
+                if name.startswith("on") or name in ("style", "formaction", "background"):
+                    found.append(f"{tag} {name}")
+                if name in ("href", "src", "action", "data") and not (
+                        value.startswith(("https://", "mailto:", "#")) or
+                        (tag == "img" and value.startswith("data:image/"))):
+                    found.append(f"{tag} {name}={value[:40]}")
+
+    Scan().feed(markup)
+    return found
+
+
+@pytest.mark.parametrize("payload", payloads.HTML + payloads.MARKDOWN)
+def test_student_html_keeps_no_active_content(payload):
+    """Each payload of the corpus, as HTML and as Markdown rendered the way every page renders it."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    for cleaned in (trust.clean_html(payload), trust.clean_markdown_html(markdown2html_mistune(payload))):
+        assert not active_content(cleaned), (payload, cleaned)
+
+
+def test_the_scan_sees_active_content():
+    assert sorted(active_content("<img src=x onerror=alert(1)>")) == ["img onerror", "img src=x"]
+    assert active_content("<a href='javascript:alert(1)'>x</a><svg></svg>") == ["a href=javascript:alert(1)", "<svg>"]
+    assert active_content("&lt;script&gt;alert(1)&lt;/script&gt;") == []
+
+
+def test_honest_formatting_survives_the_sanitiser():
+    from attention_course.grading.mathml import to_mathml
+
+    math = to_mathml(r"\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)", display=True)
+    honest = (f"<h2 id='why'>Why</h2><p><strong>Scaled</strong> <em>scores</em> <code>QK</code> "
+              f"<a href='https://arxiv.org/abs/1706.03762'>paper</a> <a href='#why'>up</a></p>{math}"
+              "<table><thead><tr><th>d</th></tr></thead><tbody><tr><td>64</td></tr></tbody></table>"
+              "<ul><li>one</li></ul><pre><code>x = 1</code></pre>"
+              "<img alt='plot' src='data:image/png;base64,iVBORw0KGgo='>")
+    cleaned = trust.clean_html(honest)
+    for kept in ("<strong>", "<em>", "<code>", "href=\"https://arxiv.org/abs/1706.03762\"", "href=\"#user-content-why\"",
+                 "id=\"user-content-why\"", "<math", "<mfrac>", "<msqrt>", "<table>", "<th>", "<li>", "<pre>",
+                 "src=\"data:image/png;base64,iVBORw0KGgo=\"", "alt=\"plot\""):
+        assert kept in cleaned, (kept, cleaned)
+    assert cleaned.count("<m") == honest.count("<m")  # every MathML element kept
+
+
+def test_a_different_nbgrader_stops_the_course_with_what_it_patches():
+    with pytest.raises(SystemExit) as stopped:
+        nbgrader_patches.check_version("0.9.7")
+    message = str(stopped.value)
+    assert "0.9.6" in message and "0.9.7" in message and "Autograde.init_assignment" in message
+    nbgrader_patches.check_version("0.9.6")
+
+
+def test_dask_workers_get_only_the_accepted_files(tmp_path):
+    """A hand-in travels to a Dask worker as the files inspect_handin accepts, never a link's target."""
+    from attention_course.grading.cluster import read_tree
+
+    handin = make_handin(tmp_path, tmp_path / "secret.txt")
+    sent = read_tree(handin)
+    assert set(sent) == {"self_attention.ipynb", "data/ok.csv", "data/twin.csv", "big.bin"}
+    assert b"secret" not in b"".join(sent.values())
+
+
+def test_a_changed_link_is_graded_again(tmp_path):
+    """The fingerprint that lets autograde skip an unchanged hand-in covers what was refused, and where a link
+    points: re-pointing a link grades the hand-in again (its target is never read either way)."""
+    from attention_course.grading.autograde import fingerprint
+
+    handin = tmp_path / "submitted" / "eve" / "01"
+    handin.mkdir(parents=True)
+    (handin / "self_attention.ipynb").symlink_to(tmp_path / "one.ipynb")
+    first = fingerprint(tmp_path, "01", "eve", "base")
+    (tmp_path / "one.ipynb").write_text("changed")  # the target's content is never read
+    assert fingerprint(tmp_path, "01", "eve", "base") == first
+    (handin / "self_attention.ipynb").unlink()
+    (handin / "self_attention.ipynb").symlink_to(tmp_path / "two.ipynb")
+    assert fingerprint(tmp_path, "01", "eve", "base") != first
