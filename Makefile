@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades report test bench bench-class lab doctor clean
+.PHONY: help install release solutions demo autograde feedback grades report check test bench bench-class lab doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -50,7 +50,11 @@ grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv
 report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
 	$(BIN)/python -m attention_course.grading report --out report
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser (~20 min, 2 cores)
+check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (~1 min)
+	$(BIN)/ruff check attention_course tests nbgrader_config.py
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser (~15 min, 2 cores)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)

@@ -1,20 +1,49 @@
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
 from attention_course.grading.course import available, catalogue_path
+from attention_course.grading.sandbox import landlock_abi
 
-from harness import grade_class
+from harness import build_class
+
+sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
+import adversarial  # noqa: E402
 
 GRADED = [a for a in available() if catalogue_path(a).exists()]
+#: The hostile hand-ins this host can run (some need Landlock's signal scoping, or root to make a device file).
+ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)
+           and not (a.needs == "root" and os.geteuid() != 0)]
+
+
+#: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
+SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
+SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
-def graded(tmp_path_factory):
-    """Each assignment graded once per session: ``graded(assignment) -> GradedClass``."""
-    cache = {}
+def the_class(tmp_path_factory):
+    """Every catalogued assignment's catalogue and every hostile hand-in, graded once per session in one run."""
+    A = adversarial.ASSIGNMENT
+    globs = {A: {gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS}}
+    return build_class(tmp_path_factory.mktemp("class"), GRADED, ATTACKS, globs, adversarial.LINKED_FOLDERS)
 
-    def get(assignment):
-        if assignment not in cache:
-            cache[assignment] = grade_class(tmp_path_factory.mktemp(assignment), assignment)
-        return cache[assignment]
 
-    return get
+@pytest.fixture(scope="session")
+def graded(the_class):
+    """``graded(assignment) -> GradedClass``: the catalogue's students of one assignment."""
+    return the_class.graded.__getitem__
+
+
+@pytest.fixture(scope="session")
+def hostile(the_class):
+    """``hostile(assignment)``: an attacked assignment's whole run (catalogue and hostile hand-ins)."""
+    return the_class.hostile.__getitem__

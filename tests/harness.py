@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,29 +89,53 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
     return proc
 
 
-RELEASE = """
-import sys
+API_CALLS = """
+import json, sys
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.apps.baseapp import NbGrader
 app = NbGrader()
 app.initialize([])
 if sys.argv[1]:
     app.config.CourseDirectory.db_url = sys.argv[1]
+app.log.setLevel("ERROR")
 api = NbGraderAPI(parent=app)
-for assignment in sys.argv[2:]:
-    result = api.generate_assignment(assignment, force=True, create=True)
+
+
+def generate_solution(assignment_id, force=True):  # not in NbGraderAPI: as generate_assignment is done there
+    from nbgrader.converters import GenerateSolution
+    from nbgrader.utils import capture_log, temp_attrs
+
+    with temp_attrs(api.coursedir, assignment_id=assignment_id):
+        converter = GenerateSolution(coursedir=api.coursedir, parent=api)
+        converter.force = force
+        return capture_log(converter)
+
+
+for method, args, kwargs in json.loads(sys.argv[2]):
+    result = (generate_solution if method == "generate_solution" else getattr(api, method))(*args, **kwargs)
     if not result["success"]:
-        sys.exit(f"{assignment}: {result.get('error', '')}{result.get('log', '')}")
+        sys.exit(f"{method}{tuple(args)}: {result.get('error', '')}{result.get('log', '')[-3000:]}")
 """
+
+
+def api_calls(course: Path, calls: list[tuple[str, list, dict]], db_url: str = "") -> None:
+    """Several calls of nbgrader's own API (``NbGraderAPI``: generate_assignment, generate_solution,
+    generate_feedback, autograde...) in one process, in ``course``: nbgrader's import (3 s of CPU) is paid once."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run([sys.executable, "-c", API_CALLS, db_url, json.dumps(calls)], cwd=course, env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {[c[0] for c in calls]} failed:\n{proc.stderr[-4000:]}")
 
 
 def release(course: Path, assignments: list[str], db_url: str = "") -> None:
     """``nbgrader generate_assignment`` for several assignments in one process (into ``db_url`` if given)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([sys.executable, "-c", RELEASE, db_url, *assignments], cwd=course, env=env,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"releasing {assignments} failed:\n{proc.stderr[-4000:]}")
+    api_calls(course, [("generate_assignment", [a], {"force": True, "create": True}) for a in assignments], db_url)
+
+
+def feedback(course: Path, assignments: list[str]) -> None:
+    """``nbgrader generate_feedback`` for several assignments in one process."""
+    api_calls(course, [("generate_feedback", [a], {"force": True}) for a in assignments])
 
 
 def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -157,13 +182,97 @@ def read_scores(course: Path, assignment: str, db_url: str | None = None) -> dic
     return cell_scores(db_url or gradebook_url(course), assignment)
 
 
-def grade_class(tmp: Path, assignment: str) -> GradedClass:
-    """Release ``assignment``, submit its catalogue, autograde everything (the course command), write feedback."""
-    course = new_course(tmp, [assignment])
-    nbgrader(course, "generate_assignment", assignment, "--force")
-    catalogue = load_catalogue(catalogue_path(assignment))
-    students = write_class(course, assignment, catalogue_roster(catalogue))
+def tree_digest(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+class PeakMemory(threading.Thread):
+    """Samples the resident memory of every process outside a kernel sandbox while grading runs."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.peak, self.who, self.stop = 0, "", threading.Event()
+
+    def run(self):
+        mine = os.getpid()
+        while not self.stop.wait(0.1):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if int(pid) == mine or "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                        continue  # pytest itself, and kernels (capped by their own sandbox)
+                    status = open(f"/proc/{pid}/status").read()
+                    rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
+                except (OSError, AttributeError, ValueError):
+                    continue
+                if rss > self.peak:
+                    self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+
+
+#: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default.
+CELL_S, NOTEBOOK_S, JUDGE_BYTES = 8, 60, 2 * 2**30
+LIMITS = (f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.interrupt_grace = 2\n"
+          f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n")
+
+
+@dataclass
+class Class:
+    """The test suite's class: every assignment's catalogue and the hostile hand-ins, graded in one run."""
+
+    course: Path
+    log: str
+    graded: dict  # assignment -> GradedClass (the catalogue's students only)
+    hostile: dict  # attacked assignment -> the run as test_security reads it
+    seconds: dict  # "assignment/student" -> seconds the hand-in took
+    peak: tuple  # (the most resident memory of any grading process, which one)
+    tmp: Path  # the grader's temporary folder (empty after grading)
+    before: dict  # the catalogue students' hand-ins before grading (digests)
+    source_before: dict
+
+
+def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
+    """Release every assignment; hand in its whole catalogue (tests/catalogue/<id>.py) and the hostile hand-ins
+    of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
+    ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (its
+    workers keep both cores busy) with short time limits, watching the grading processes' memory; write the
+    feedback. The catalogue's students are graded next to the hostile ones, so every catalogue test also shows
+    that a hostile classmate changes nobody else's grade."""
+    course = new_course(tmp, assignments)
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write(LIMITS)
+    release(course, assignments)
+    catalogues, students = {}, {}
+    for assignment in assignments:
+        catalogues[assignment] = load_catalogue(catalogue_path(assignment))
+        students[assignment] = write_class(course, assignment, catalogue_roster(catalogues[assignment]))
+    before = {s: tree_digest(course / "submitted" / s) for s in sorted({s for v in students.values() for s in v})}
+    source_before = tree_digest(course / "source")
+    for assignment in {a.assignment for a in attacks}:
+        write_class(course, assignment, {a.name: a.submission() for a in attacks if a.assignment == assignment})
+    for assignment, roster in extra.items():
+        write_class(course, assignment, roster)
+    for link, target in linked.values():
+        (course / "submitted" / link).parent.mkdir(parents=True, exist_ok=True)
+        (course / "submitted" / link).symlink_to(target, target_is_directory=True)
+    memory = PeakMemory()
+    memory.start()
+    grader_tmp = course.parent / "tmp"  # the grader's own temporary folder, to see what it leaves behind
+    grader_tmp.mkdir()
     expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
-    log = course_autograde(course, assignment, "--force", env={EXPECTED_LOG: str(expected)}).stderr
-    nbgrader(course, "generate_feedback", assignment, "--force")
-    return GradedClass(course, assignment, catalogue, students, log, read_scores(course, assignment))
+    log = course_autograde(course, *assignments, "--force", check=False,
+                           env={EXPECTED_LOG: str(expected), "TMPDIR": str(grader_tmp)}).stderr
+    memory.stop.set()
+    memory.join()
+    feedback(course, assignments)
+    seconds = {m.group(1): float(m.group(2)) for m in re.finditer(r"(\S+/\S+) \(([\d.]+) s\)", log)}
+    graded = {}
+    for a in assignments:
+        scores = read_scores(course, a)
+        graded[a] = GradedClass(course, a, catalogues[a], students[a], log,
+                                {s: v for s, v in scores.items() if s in students[a]})
+    hostile = {a: {"course": course, "log": log, "scores": read_scores(course, a), "assignment": a,
+                   "seconds": {k.split("/", 1)[1]: v for k, v in seconds.items() if k.startswith(f"{a}/")}}
+               for a in {a.assignment for a in attacks}}
+    return Class(course, log, graded, hostile, seconds, (memory.peak, memory.who), grader_tmp, before, source_before)

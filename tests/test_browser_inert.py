@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import re
 import sys
 from pathlib import Path

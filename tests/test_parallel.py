@@ -1,6 +1,6 @@
 """The course's parallel autograde command (``make autograde``), against stock ``nbgrader autograde``.
 
-One scratch course holds every assignment and its demo class (8 students each).
+One scratch course holds three assignments and their demo classes (8 students each).
 Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
@@ -17,19 +17,19 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
-
 import pytest
 
 from attention_course.grading.cluster import LoopbackCluster
 from attention_course.grading.course import available, catalogue_path, score_table
 from attention_course.grading.submissions import demo_roster, load_catalogue, write_class
 
-from harness import BIN, course_autograde, nbgrader, new_course, read_scores, release
+from harness import BIN, api_calls, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 
-ASSIGNMENTS = available()
-#: The demo class of every assignment: 8 hand-ins each.
+#: Three assignments of the course (whose grades every other test already checks at length): what is tested here
+#: is how the course command, PostgreSQL and Dask schedule, record and skip work, which does not depend on them.
+ASSIGNMENTS = [a for a in available() if a.startswith(("01_", "02_", "06_"))]
+#: Their demo classes: 8 hand-ins each.
 HANDINS = sum(len(demo_roster(load_catalogue(catalogue_path(a)))) for a in ASSIGNMENTS)
 
 
@@ -54,8 +54,9 @@ def demo(tmp_path_factory):
     for a in ASSIGNMENTS:
         write_class(course, a, demo_roster(load_catalogue(catalogue_path(a))))
     shutil.copytree(course / "submitted", course.parent / "submitted-as-handed-in")
-    for a in ASSIGNMENTS:
-        nbgrader(course, "autograde", a, "--force")
+    # what `nbgrader autograde <assignment>` does, one student after another, in one process
+    api_calls(course, [("autograde", [a, student], {"force": True, "create": True}) for a in ASSIGNMENTS
+                       for student in sorted(p.parent.name for p in (course / "submitted").glob(f"*/{a}"))])
     stock = all_scores(course)
     assert sum(len(s) for s in stock.values()) == HANDINS
     return course, stock

@@ -11,9 +11,12 @@ import pytest
 
 from attention_course.grading.course import ROOT, available, catalogue_path
 from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
-from attention_course.grading.submissions import BEGIN_SOLUTION, END_SOLUTION, load_catalogue, read_notebook
+from attention_course.grading.submissions import (
+    BEGIN_SOLUTION, END_SOLUTION, apply_submission, load_catalogue, read_notebook, solved_notebook, write_notebook,
+)
 
-from harness import masters, nbgrader, new_course, split_master, trains_a_model
+from fastvalidate import FAILED, SUCCESS, validate_many
+from harness import api_calls, masters, nbgrader, new_course, split_master, trains_a_model
 
 ASSIGNMENTS = available()
 CHECKS = {"assert_close", "check_shape", "check_sums_to_one", "check_unchanged"}  # all return None
@@ -26,11 +29,10 @@ def test_every_assignment_is_there():
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
-    """A scratch course with every assignment released and its solutions generated."""
+    """A scratch course with every assignment released and its solutions generated (one nbgrader process)."""
     course = new_course(tmp_path_factory.mktemp("release"), ASSIGNMENTS)
-    for a in ASSIGNMENTS:
-        nbgrader(course, "generate_assignment", a, "--force")
-        nbgrader(course, "generate_solution", a, "--force")
+    api_calls(course, [(step, [a], {"force": True}) for a in ASSIGNMENTS
+                       for step in ("generate_assignment", "generate_solution")])
     return course
 
 
@@ -118,64 +120,72 @@ def test_masters_are_committed_clean(assignment):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_validate_tells_students_where_they_stand(regenerated, assignment, tmp_path):
-    """`nbgrader validate` (the student's Validate button) passes a solution and fails the blank release."""
-    from attention_course.grading.submissions import solved_notebook, write_notebook
-
+def test_validate_tells_students_where_they_stand(regenerated, assignment):
+    """Validate (the student's button) passes a solution and fails the blank release."""
     for path in (ROOT / "source" / assignment).glob("*.ipynb"):
-        solved = tmp_path / "solved" / path.name
-        write_notebook(solved_notebook(read_notebook(path)), solved)
-        ok = nbgrader(regenerated, "validate", str(solved), check=False)
-        assert "Success! Your notebook passes all the tests." in ok.stdout, ok.stdout[-2000:]
-        blank = nbgrader(regenerated, "validate", str(regenerated / "release" / assignment / path.name), check=False)
-        assert "VALIDATION FAILED" in blank.stdout and "NotImplementedError" in blank.stdout, blank.stdout[-2000:]
+        said = validate_many(regenerated, {"solved": solved_notebook(read_notebook(path)),
+                                           "blank": read_notebook(regenerated / "release" / assignment / path.name)})
+        assert said["solved"] == SUCCESS, said["solved"][-2000:]
+        assert said["blank"].startswith(FAILED) and "NotImplementedError" in said["blank"], said["blank"][-2000:]
+
+
+def test_the_fast_validate_says_what_nbgrader_validate_says(regenerated, tmp_path):
+    """The in-process Validate of these tests (tests/fastvalidate.py) and a real `nbgrader validate` agree on a
+    solution, the blank release, a headline mistake and an alternative answer: verdict and failing cells."""
+    assignment = ASSIGNMENTS[0]
+    (name, master), = masters(assignment).items()
+    catalogue = load_catalogue(catalogue_path(assignment))
+    mistake = next(s for s in catalogue if s.headline)
+    alternative = next(s for s in catalogue if not s.is_mistake)
+    cases = {"solved": solved_notebook(master), "blank": read_notebook(regenerated / "release" / assignment / name),
+             mistake.name: apply_submission(masters(assignment), mistake)[name],
+             alternative.name: apply_submission(masters(assignment), alternative)[name]}
+    fast = validate_many(regenerated, cases)
+    for case, nb in cases.items():
+        path = tmp_path / case / name
+        write_notebook(nb, path)
+        real = re.sub(r"\x1b\[[0-9;]*m", "", nbgrader(regenerated, "validate", str(path), check=False).stdout)
+        if SUCCESS in real:
+            assert fast[case] == SUCCESS, f"{case}: nbgrader validate succeeds, the fast one says {fast[case][:500]}"
+        else:
+            count = re.search(r"VALIDATION FAILED ON (\d+) CELL", real)
+            assert count and fast[case].startswith(f"{FAILED} ON {count.group(1)} CELL"), (case, real[-800:], fast[case][:800])
+    assert mistake.headline in fast[mistake.name]
 
 
 ALTERNATIVES = [(a, s) for a in ASSIGNMENTS if catalogue_path(a).exists()
                 for s in load_catalogue(catalogue_path(a)) if not s.is_mistake]
 
 
-@pytest.mark.parametrize("assignment,sub", ALTERNATIVES, ids=lambda x: getattr(x, "name", x))
-def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignment, sub, tmp_path):
+@pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if catalogue_path(a).exists()])
+def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignment):
     """Every alternative correct answer of the catalogue (which autograde gives every point) passes
     Validate too, the one whose PyTorch code prints a warning on stderr included."""
-    from attention_course.grading.submissions import apply_submission, write_notebook
-
-    for name, nb in (sub.transform or (lambda n: n))(apply_submission(masters(assignment), sub)).items():
-        path = tmp_path / name
-        write_notebook(nb, path)
-        result = nbgrader(regenerated, "validate", str(path), check=False)
-        assert "Success! Your notebook passes all the tests." in result.stdout, \
-            f"{sub.description}: Validate says\n{result.stdout[-2000:]}"
+    notebooks = {}
+    for sub in (s for a, s in ALTERNATIVES if a == assignment):
+        for name, nb in (sub.transform or (lambda n: n))(apply_submission(masters(assignment), sub)).items():
+            notebooks[f"{sub.name}/{name}"] = nb
+    wrong = {case: said[-2000:] for case, said in validate_many(regenerated, notebooks).items() if said != SUCCESS}
+    assert not wrong, f"Validate fails correct answers: {wrong}"
 
 
 CATALOGUED = [a for a in ASSIGNMENTS if catalogue_path(a).exists()]
 
 
 @pytest.mark.parametrize("assignment", CATALOGUED)
-def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment, tmp_path):
+def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment):
     """The release's own test cells, with no hidden test (what Validate runs), catch the headline
     misconception of every part (marked ``headline`` in the catalogue) and name it in their message."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from attention_course.grading.submissions import apply_submission, write_notebook
-
     headlines = [s for s in load_catalogue(catalogue_path(assignment)) if s.headline]
     assert len(headlines) >= 4, f"{assignment}: mark the headline mistake of each part in its catalogue"
-
-    def validate(sub):
-        out = []
-        for name, nb in apply_submission(masters(assignment), sub).items():
-            path = tmp_path / sub.name / name
-            write_notebook(nb, path)
-            out.append(nbgrader(regenerated, "validate", str(path), check=False).stdout)
-        return sub, re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(out))
-
+    notebooks = {(sub.name, name): nb for sub in headlines
+                 for name, nb in apply_submission(masters(assignment), sub).items()}
+    said = validate_many(regenerated, notebooks)
     missed = []
-    with ThreadPoolExecutor(2) as pool:
-        for sub, out in pool.map(validate, headlines):
-            if "VALIDATION FAILED" not in out or sub.headline not in out:
-                missed.append(f"{sub.name} ({sub.description}): Validate says\n{out[-1500:]}")
+    for sub in headlines:
+        out = "\n".join(text for (who, _), text in said.items() if who == sub.name)
+        if FAILED not in out or sub.headline not in out:
+            missed.append(f"{sub.name} ({sub.description}): Validate says\n{out[-1500:]}")
     assert not missed, "visible checks miss a headline mistake:\n\n" + "\n\n".join(missed)
 
 

@@ -1,11 +1,11 @@
 """Grading that cannot be gamed, leaks nothing, and survives any submission.
 
-One real autograde run per attacked assignment (the course's parallel command) grades the demo
-class together with that assignment's hostile submissions of tests/catalogue/adversarial.py (a
-wrong answer plus an attack each), and, on 01, hand-in folders named like glob patterns. Then:
-- every attack scores, cell by cell, no more than its wrong answer without the attack (the
-  catalogue run of test_grading grades those), and exactly as much where it should;
-- the demo class's grade table is the same as without the hostile students;
+The session's one real autograde run (tests/conftest.py, ``the_class``) grades every assignment's catalogue
+together with the hostile submissions of tests/catalogue/adversarial.py (a wrong answer plus an attack each,
+on 01, 02 and 05), hand-in folders named like glob patterns and hand-in folders that are links. Then:
+- every attack scores, cell by cell, no more than its wrong answer without the attack (graded in the same run),
+  and exactly as much where it should;
+- the catalogue's students, graded next to them, keep exactly the grades their answers earn (test_grading);
 - ``source/`` and the other students' hand-ins are unchanged, no process is left behind;
 - neither feedback nor anything the attacks printed shows hidden tests;
 - attacks on time and memory finish within the configured limits, and no grading process
@@ -14,24 +14,20 @@ wrong answer plus an attack each), and, on 01, hand-in folders named like glob p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from attention_course.grading.course import catalogue_path, format_table, gradebook_url, score_table
+from attention_course.grading.course import format_table, gradebook_url, score_table
 from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.sandbox import landlock_abi
-from attention_course.grading.submissions import (
-    BLANK, COMPLETE, demo_roster, load_catalogue, read_notebook, write_class,
-)
+from attention_course.grading.submissions import read_notebook
 
-from harness import course_autograde, feedback_text, nbgrader, new_course, read_scores
+from conftest import ATTACKS, GRADED
+from harness import JUDGE_BYTES, NOTEBOOK_S, course_autograde, feedback_text, tree_digest
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 import adversarial  # noqa: E402
@@ -39,22 +35,10 @@ import adversarial  # noqa: E402
 from test_grading import auto_cells, hidden_lines  # noqa: E402
 
 A = adversarial.ASSIGNMENT
-ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)
-           and not (a.needs == "root" and os.geteuid() != 0)]
-ATTACKED = sorted({a.assignment for a in ATTACKS})
-#: Short limits keep the faults quick; the judge gets a smaller memory cap than by default.
-CELL_S, NOTEBOOK_S, JUDGE_BYTES = 8, 60, 2 * 2**30
-LIMITS = (f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.interrupt_grace = 2\n"
-          f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n")
 #: The most resident memory any grading process (a worker, its judge processes, the fork server) may reach.
 GRADER_RSS_BOUND = JUDGE_BYTES + 2**29
 #: How long one hand-in may take beyond its notebook limit (kernel start, the judge's locked cells, recording).
 MARGIN_S = 30
-
-
-def tree_digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
 def judge_processes() -> set[int]:
@@ -67,72 +51,6 @@ def judge_processes() -> set[int]:
         except OSError:
             pass
     return found
-
-
-class PeakMemory(threading.Thread):
-    """Samples the resident memory of every process outside a kernel sandbox while grading runs."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak, self.who, self.stop = 0, "", threading.Event()
-
-    def run(self):
-        mine = os.getpid()
-        while not self.stop.wait(0.1):
-            for pid in filter(str.isdigit, os.listdir("/proc")):
-                try:
-                    if int(pid) == mine or "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
-                        continue  # pytest itself, and kernels (capped by their own sandbox)
-                    status = open(f"/proc/{pid}/status").read()
-                    rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
-                except (OSError, AttributeError, ValueError):
-                    continue
-                if rss > self.peak:
-                    self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
-
-
-def grade_hostile(course: Path, assignment: str, attacks: list, extra: dict) -> dict:
-    with open(course / "nbgrader_config.py", "a") as f:
-        f.write(LIMITS)
-    nbgrader(course, "generate_assignment", assignment, "--force")
-    demo = demo_roster(load_catalogue(catalogue_path(assignment)))
-    write_class(course, assignment, demo)
-    before = {s: tree_digest(course / "submitted" / s) for s in demo}
-    source_before = tree_digest(course / "source")
-    write_class(course, assignment, {a.name: a.submission() for a in attacks})
-    write_class(course, assignment, extra)
-    if assignment == A:
-        for link, target in adversarial.LINKED_FOLDERS.values():
-            (course / "submitted" / link).parent.mkdir(parents=True, exist_ok=True)
-            (course / "submitted" / link).symlink_to(target, target_is_directory=True)
-    memory = PeakMemory()
-    memory.start()
-    tmp = course.parent / "tmp"  # the grader's own temporary folder, to see what it leaves behind
-    tmp.mkdir()
-    log = course_autograde(course, assignment, "--force", check=False, env={"TMPDIR": str(tmp)}).stderr
-    memory.stop.set()
-    memory.join()
-    nbgrader(course, "generate_feedback", assignment, "--force", check=False)
-    seconds = {m.group(1): float(m.group(2)) for m in re.finditer(rf"{assignment}/(\S+) \(([\d.]+) s\)", log)}
-    return {"course": course, "demo": demo, "before": before, "source_before": source_before, "log": log,
-            "scores": read_scores(course, assignment), "seconds": seconds, "peak": (memory.peak, memory.who),
-            "assignment": assignment, "tmp": tmp}
-
-
-@pytest.fixture(scope="session")
-def hostile(tmp_path_factory):
-    """Each attacked assignment graded once, its demo class beside its attacks: ``hostile(assignment)``."""
-    cache = {}
-
-    def get(assignment):
-        if assignment not in cache:
-            attacks = [a for a in ATTACKS if a.assignment == assignment]
-            globs = {gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS} if assignment == A else {}
-            course = new_course(tmp_path_factory.mktemp(f"hostile-{assignment}"), [assignment])
-            cache[assignment] = grade_hostile(course, assignment, attacks, globs)
-        return cache[assignment]
-
-    return get
 
 
 def test_catalogue_covers_every_class():
@@ -169,30 +87,26 @@ def test_attack_gains_nothing(hostile, graded, attack):
         assert not changed, f"{attack.description}: cells its attack does not touch changed: {changed}"
 
 
-@pytest.mark.parametrize("assignment", ATTACKED)
-def test_demo_table_is_the_same_with_hostile_students(hostile, graded, assignment):
-    """The demo class's grades equal those of the same answers graded without hostile classmates."""
-    run = hostile(assignment)
-    catalogue = graded(assignment).scores
-    for student, what in run["demo"].items():
-        alone = catalogue["complete" if what == COMPLETE else "blank" if what == BLANK else what.name]
-        assert run["scores"][student] == alone, f"{student}'s grades changed next to hostile students"
-    header, rows = score_table(gradebook_url(run['course']), [assignment], run["course"])
+def test_the_catalogue_is_graded_next_to_the_hostile_students(the_class):
+    """Every hostile hand-in was graded in the same run as the catalogue (whose tests, in test_grading, then show
+    that nobody else's grade moved), and no catalogue student's hand-in is reported as a problem."""
+    graded_students = {k.split("/", 1)[1] for k in the_class.seconds}
+    assert {a.name for a in ATTACKS} - {"corrupt-json", "renamed-notebook"} <= graded_students
+    header, rows = score_table(gradebook_url(the_class.course), GRADED, the_class.course)
     table = {r[0]: r for r in rows}
-    assert all(not table[s][-1] for s in run["demo"]), format_table(header, rows)
+    catalogue = {s for g in the_class.graded.values() for s in g.students}
+    assert all(not table[s][-1] for s in catalogue), format_table(header, rows)
 
 
-@pytest.mark.parametrize("assignment", ATTACKED)
-def test_time_and_memory_stay_within_limits(hostile, assignment):
+def test_time_and_memory_stay_within_limits(the_class):
     """Attacks on the grader's time and memory (findings 3 and 4) end within the notebook limit, and no
     grading process outgrows the bound (a judge process is capped at JUDGE_BYTES of address space)."""
-    run = hostile(assignment)
-    peak, who = run["peak"]
-    figures = {"peak_rss": peak, "process": str(who), "seconds": run["seconds"]}
-    (run["course"].parent / "limits.json").write_text(json.dumps(figures, indent=1))  # kept for the record
-    for attack in (a for a in ATTACKS if a.assignment == assignment and a.finding in ("3", "4")):
-        took = run["seconds"].get(attack.name)
-        assert took is not None, f"no time reported for {attack.name}:\n{run['log'][-2000:]}"
+    peak, who = the_class.peak
+    figures = {"peak_rss": peak, "process": str(who), "seconds": the_class.seconds}
+    (the_class.course.parent / "limits.json").write_text(json.dumps(figures, indent=1))  # kept for the record
+    for attack in (a for a in ATTACKS if a.finding in ("3", "4")):
+        took = the_class.seconds.get(f"{attack.assignment}/{attack.name}")
+        assert took is not None, f"no time reported for {attack.name}:\n{the_class.log[-2000:]}"
         assert took <= NOTEBOOK_S + MARGIN_S, f"{attack.name} took {took:.0f} s (limit {NOTEBOOK_S} s)"
     assert 0 < peak <= GRADER_RSS_BOUND, f"a grading process reached {peak / 2**30:.2f} GiB: {who!r}"
 
@@ -220,16 +134,16 @@ def test_glob_like_ids_touch_nobody(hostile):
     assert skipped and int(skipped.group(1)) == len(graded_students), f"a second run re-graded hand-ins:\n{again[-2000:]}"
 
 
-def test_nothing_outside_the_scratch_area_changes(hostile):
-    run = hostile(A)
-    course = run["course"]
-    assert tree_digest(course / "source") == run["source_before"], "a submission changed source/"
-    for student, digest in run["before"].items():
+def test_nothing_outside_the_scratch_area_changes(the_class):
+    course = the_class.course
+    assert tree_digest(course / "source") == the_class.source_before, "a submission changed source/"
+    for student, digest in the_class.before.items():
         assert tree_digest(course / "submitted" / student) == digest, f"a submission changed {student}'s hand-in"
     assert not Path("/tmp/attention-canary.txt").exists()
     assert (course / "gradebook.db").stat().st_size > 0
     assert not judge_processes(), "kernel processes outlived grading"
-    assert not list(run["tmp"].iterdir()), f"scratch left behind: {sorted(p.name for p in run['tmp'].iterdir())}"
+    left = sorted(p.name for p in the_class.tmp.iterdir())
+    assert not left, f"scratch left behind: {left}"
 
 
 def test_no_attack_reads_hidden_tests_and_feedback_leaks_nothing(hostile):

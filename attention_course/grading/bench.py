@@ -34,7 +34,7 @@ from .course import catalogue_path, cell_scores, gradebook_url, scratch_course
 from .submissions import BLANK, COMPLETE, load_catalogue, write_class
 
 ASSIGNMENT = "01_self_attention"
-STOCK_CONFIG = '''# Stock nbgrader: its default release and autograde pipelines.
+STOCK_CONFIG = r'''# Stock nbgrader: its default release and autograde pipelines.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "attention-from-scratch"
 # nbgrader fails any cell that prints to stderr; its own IgnorePattern drops warnings first,

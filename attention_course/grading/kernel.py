@@ -138,7 +138,8 @@ class Kernel:
         env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(rw / "home"),
                "TMPDIR": str(rw / "tmp"), "MPLCONFIGDIR": str(rw / "home"),
                "IPYTHONDIR": str(rw / "home" / ".ipython"), "JUPYTER_RUNTIME_DIR": str(rw / "home"),
-               "LANG": "C.UTF-8", "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               "LANG": "C.UTF-8", "NBGRADER_EXECUTION": settings.get("execution", "autograde"),
+               "PYDEVD_DISABLE_FILE_VALIDATION": "1",
                "USER": "student", "LOGNAME": "student"}
         connection_file = str(scratch / "kernel.json")
         write_connection_file(connection_file, transport="ipc", ip=str(scratch / "ipc" / "k"),

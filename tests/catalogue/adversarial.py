@@ -2,10 +2,10 @@
 
 Most attack 01_self_attention; a few attack the assignment where their seam bites (02, 05).
 Every entry names the class of attack it belongs to (``kind``) and the catalogue mistake it is
-built on (``base``, a mistake of the attack's own assignment). The tests grade them in one real autograde run next to the demo class and
-require each to score, cell by cell, no more than its base mistake scores without the attack
-(exactly as much where ``exact``), leak nothing, and leave every other student's grades,
-``source/`` and the other submissions unchanged.
+built on (``base``, a mistake of the attack's own assignment). The tests grade them in one real autograde
+run next to every catalogue student and require each to score, cell by cell, no more than its base mistake
+scores without the attack (exactly as much where ``exact``), leak nothing, and leave every other student's
+grades, ``source/`` and the other submissions unchanged.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
     return A @ V, A
 '''
 
-EXFILTRATE = f'''
+EXFILTRATE = '''
 import numpy as np
 SEEN = []
 _original_scaled_scores = scaled_scores
@@ -610,7 +610,7 @@ def worst_error(design, task, max_len):
 
 
 MASTER = "../../../source/01_self_attention/self_attention.ipynb"  # from submitted/<student>/<assignment>/
-CLASSMATE = "../../demo-complete/01_self_attention/self_attention.ipynb"
+CLASSMATE = "../../complete/01_self_attention/self_attention.ipynb"  # the catalogue's complete answer
 
 
 def _notebook_is(spec: tuple):
@@ -816,5 +816,5 @@ ATTACKS = [
 GLOB_IDS = ["*", "[a-f]*"]
 #: Hand-in folders that are links (finding 8): an assignment folder to a classmate's, a student folder to one.
 #: Each: the link's path under submitted/, and where it points (relative to the link's folder).
-LINKED_FOLDERS = {"linked-assignment-folder": (f"linked-assignment-folder/{ASSIGNMENT}", f"../demo-complete/{ASSIGNMENT}"),
-                  "linked-student-folder": ("linked-student-folder", "demo-complete")}
+LINKED_FOLDERS = {"linked-assignment-folder": (f"linked-assignment-folder/{ASSIGNMENT}", f"../complete/{ASSIGNMENT}"),
+                  "linked-student-folder": ("linked-student-folder", "complete")}
