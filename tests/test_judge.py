@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -248,3 +249,52 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     finally:
         kernel.close()
     assert not kernel.scratch.exists() and not list(deep.iterdir())
+
+
+def test_a_function_that_changes_an_argument_in_place_fails_the_check_that_calls_it(tmp_path, monkeypatch):
+    """Every call of a student's function from a test cell: an argument changed in place fails the cell with a
+    message that names the function and the parameter, whatever the test goes on to compare (the judge's own
+    arrays are untouched either way); a function that leaves its arguments alone passes."""
+    import __main__
+    import threading
+
+    from attention_course.grading.agent import Agent
+    from attention_course.grading.judge import Connection, Judge
+
+    def scale_rows(X, W, shift):  # a correct answer: new arrays only
+        return (X - shift[0]) @ W
+
+    def scale_rows_in_place(X, W, shift):  # the mistake: the caller's X is changed
+        X -= shift[0]
+        return X @ W
+
+    for name, fn in (("scale_rows", scale_rows), ("scale_rows_in_place", scale_rows_in_place)):
+        monkeypatch.setattr(__main__, name, fn, raising=False)
+    path = str(tmp_path / "agent")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    test = ("X_ = np.arange(6.0).reshape(2, 3)\nW_ = np.eye(3)\nout_ = {f}(X_, W_, [np.ones(3)])\n"
+            "assert np.array_equal(X_, np.arange(6.0).reshape(2, 3))  # the judge's own X_ is a copy's source\n")
+    verdicts = {}
+    for name in ("scale_rows", "scale_rows_in_place"):
+        agent = threading.Thread(target=lambda: Agent(path).serve(), daemon=True)
+        agent.start()
+        sock, _ = server.accept()
+        conn = Connection(sock)
+        assert conn.wait_ready(10)
+        judge = Judge(conn, frozenset({name}))
+        judge.run("import numpy as np", fetch=False)
+        try:
+            judge.run(test.format(f=name))
+            verdicts[name] = "passed"
+        except AssertionError as exc:
+            verdicts[name] = str(exc)
+        finally:
+            conn.done()
+            agent.join(10)
+            sock.close()
+    server.close()
+    assert verdicts["scale_rows"] == "passed"
+    assert verdicts["scale_rows_in_place"].startswith(
+        "your function scale_rows_in_place changed its argument X in place"), verdicts

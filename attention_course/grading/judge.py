@@ -222,11 +222,16 @@ class Connection:
                 try:
                     value = dec.decode(msg["ok"])
                     echo = msg.get("echo")
+                    changed = []
                     if isinstance(echo, list) and len(echo) == len(sent_arrays):
-                        for original, new in zip(sent_arrays, (dec.decode(e) for e in echo)):
-                            record_change(original, new)
+                        names = msg.get("names") if isinstance(msg.get("names"), list) else []
+                        for i, (original, new) in enumerate(zip(sent_arrays, (dec.decode(e) for e in echo))):
+                            if record_change(original, new):
+                                changed.append(names[i] if i < len(names) else None)
                 except wire.WireError as exc:
                     raise StudentError(f"the result could not be read: {exc}") from None
+                if changed and req.get("op") in ("call", "vjp"):
+                    raise AssertionError(in_place_message(msg.get("fn"), changed))
                 return value
         finally:
             self._callbacks.clear()
@@ -262,16 +267,34 @@ class Connection:
         return self.request(req)
 
 
-def record_change(original, new) -> None:
-    """Note how a call left the student's copy of an argument, without touching the judge's object.
+def record_change(original, new) -> bool:
+    """Note how a call left the student's copy of an argument, without touching the judge's object;
+    whether the call changed it.
 
     Arguments cross to the kernel as copies, so nothing the student's code does to them can change
     the test's own arrays (and the references computed from them). ``check_unchanged`` reads what
     is noted here to tell whether the student's code modified its input in place."""
     from attention_course import checks
 
-    if not wire.same_value(original, new):
-        checks.note_changed_in_place(original, new)
+    if wire.same_value(original, new):
+        return False
+    checks.note_changed_in_place(original, new)
+    return True
+
+
+def _plain_name(name) -> str | None:
+    """A name the kernel reported, if it is an identifier (it is untrusted text that reaches a message)."""
+    return name if isinstance(name, str) and name.isidentifier() and len(name) <= 60 else None
+
+
+def in_place_message(function, arguments: list) -> str:
+    """What a test says when a student's function changed an argument it was given (every call, every cell)."""
+    names = sorted({n for n in map(_plain_name, arguments) if n})
+    what = (f"its argument{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "an argument")
+    who = _plain_name(function) or "a function of yours"
+    return (f"your function {who} changed {what} in place: the caller's arrays must be left as they were. "
+            "Work on new arrays (e.g. `Q = X @ W + b`, `x = x - x.max()`), not `X += ...`, `x -= ...` or "
+            "`x[...] = ...` on an argument.")
 
 
 def _remote_error(err) -> BaseException:

@@ -63,8 +63,9 @@ SUBMISSIONS = [
         "softmax-in-place", "shifted the scores in place, modifying the caller's array",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)",
                 "S -= S.max(axis=axis, keepdims=True)\n    shifted = S")],
-        says='modified in place',
-        loses=frozenset({"test_softmax_values"}),
+        says='your function softmax changed its argument S in place',
+        headline='S was modified in place',
+        loses=frozenset({"test_softmax_values", "test_softmax_stable"}),
     ),
     # ---- Part 4: self-attention ------------------------------------------------------------
     Submission(
