@@ -10,6 +10,7 @@ from attention_course.grading.sandbox import landlock_abi
 from harness import build_class
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
+sys.path.insert(0, str(Path(__file__).parent / "tools"))
 import adversarial  # noqa: E402
 
 GRADED = [a for a in available() if catalogue_path(a).exists()]

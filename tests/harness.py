@@ -40,7 +40,9 @@ def split_master(nb: dict) -> tuple[set[str], set[str], set[str]]:
         visible.update(src.split("\n"))
     norm = lambda lines: {l.strip() for l in lines if len(l.strip()) >= 12 and not l.strip().startswith("#")}
     seen, solution = norm(visible), norm(solution)
-    return solution - seen, norm(hidden) - seen - solution, seen
+    # a hidden line that a visible line contains is no secret (the release shows it)
+    hidden = {h for h in norm(hidden) - seen - solution if not any(h in v for v in seen)}
+    return solution - seen, hidden, seen
 
 
 def trains_a_model(assignment: str) -> bool:

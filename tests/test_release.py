@@ -189,6 +189,20 @@ def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment
     assert not missed, "visible checks miss a headline mistake:\n\n" + "\n\n".join(missed)
 
 
+@pytest.mark.parametrize("assignment", CATALOGUED)
+def test_validate_fails_every_catalogue_mistake(regenerated, assignment):
+    """Validate's "Success" means the work is right: every catalogue mistake fails a visible check, except those
+    the catalogue lists with ``unseen_by_validate`` (the reason the visible checks cannot see them)."""
+    from validate_catalogue import verdicts
+
+    catalogue = {s.name: s for s in load_catalogue(catalogue_path(assignment))}
+    said = verdicts(regenerated, assignment)
+    fooled = sorted(n for n, text in said.items() if text.strip() == SUCCESS and not catalogue[n].unseen_by_validate)
+    seen_after_all = sorted(n for n, text in said.items() if text.strip() != SUCCESS and catalogue[n].unseen_by_validate)
+    assert not fooled, f"Validate says Success to these mistakes of {assignment}: {fooled}"
+    assert not seen_after_all, f"these mistakes are listed as unseen by Validate but fail it: {seen_after_all}"
+
+
 def late_hidden_helpers(source: str) -> set[str]:
     """Functions a grade cell defines in a hidden block that runs after the cell's first student call.
 

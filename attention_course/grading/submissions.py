@@ -34,6 +34,8 @@ class Submission:
     submission in the demo class of ``make demo``. ``headline`` marks the
     headline misconception of a part: the phrase that the part's *visible*
     checks (the release's test cells, what Validate runs) must show for it.
+    ``unseen_by_validate`` is the reason a mistake passes every visible check (the visible checks cannot see it
+    without giving the answer away): the short list of mistakes Validate may call a "Success".
     """
 
     name: str
@@ -44,6 +46,7 @@ class Submission:
     says: str = ""
     in_demo: bool = False
     headline: str = ""
+    unseen_by_validate: str = ""
     transform: object = None
     files: dict = field(default_factory=dict)
 

@@ -70,6 +70,13 @@ SUBMISSIONS = [
         loses=frozenset({"test_tiled_large_scores"}),
     ),
     Submission(
+        "tiled-scales-q-in-place", "scaled the caller's Q in place (Q *= 1/sqrt(d)) instead of the scores",
+        edits=[("tiled", "    scale = 1.0 / math.sqrt(d)\n", "    Q *= 1.0 / math.sqrt(d)\n    scale = 1.0\n")],
+        says="changed its argument Q in place",
+        headline="the caller's Q was modified in place",
+        loses=TILED_ALL | {"test_tiled_causal_skips"},
+    ),
+    Submission(
         "tiled-drops-last-key-block", "looped over whole key blocks only: the shorter last block is lost",
         edits=[("tiled", "for ks in range(0, L_k, block_k):", "for ks in range(0, L_k - block_k + 1, block_k):")],
         says="the last block is shorter",
@@ -155,6 +162,7 @@ def decode(X, W_q, W_k, W_v):
         edits=[("rope", "out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin", "out[:, 0::2] = x[:, 0::2] * cos + x[:, 1::2] * sin"),
                ("rope", "out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos", "out[:, 1::2] = -x[:, 0::2] * sin + x[:, 1::2] * cos")],
         says="the rotation turns the wrong way",
+        headline="the rotation turns the wrong way",
         loses=frozenset({"test_rope", "test_decode_rope"}),
     ),
     Submission(
@@ -167,7 +175,7 @@ def decode(X, W_q, W_k, W_v):
         "rope-rotates-values", "rotated the values as well as the queries and keys",
         edits=[("rope", "o, K_cache, V_cache = attend_with_cache(q, k, x @ W_v, K_cache, V_cache)",
                 "o, K_cache, V_cache = attend_with_cache(q, k, rope((x @ W_v)[None, :], [t], base)[0], K_cache, V_cache)")],
-        says="the values are rotated too",
+        says="are the values rotated too? RoPE turns queries and keys only",
         loses=frozenset({"test_decode_rope"}), in_demo=True,
     ),
     Submission(
@@ -176,6 +184,26 @@ def decode(X, W_q, W_k, W_v):
                ("rope", "k = rope((x @ W_k)[None, :], [t], base)[0]", "k = rope((x @ W_k)[None, :], [t])[0]")],
         says="is base passed on to rope?",
         loses=frozenset({"test_decode_rope"}),
+    ),
+    Submission(
+        "rope-in-place", "rotated the caller's array in place and returned it",
+        edits=[("rope", """    out = np.empty_like(x)
+    out[:, 0::2] = x[:, 0::2] * cos - x[:, 1::2] * sin
+    out[:, 1::2] = x[:, 0::2] * sin + x[:, 1::2] * cos
+    return out""", """    a, b = x[:, 0::2].copy(), x[:, 1::2].copy()
+    x[:, 0::2] = a * cos - b * sin
+    x[:, 1::2] = a * sin + b * cos
+    return x""")],
+        says="changed its argument x in place",
+        headline="the caller's x was modified in place",
+        loses=frozenset({"test_rope", "test_rope_relative"}),
+    ),
+    Submission(
+        "rope-positions-as-array-only", "indexed positions[:, None] directly: a plain list of positions fails",
+        edits=[("rope", "angle = np.asarray(positions, dtype=float)[:, None]", "angle = positions[:, None].astype(float)")],
+        says="positions may be a plain list",
+        headline="positions may be a plain list",
+        loses=frozenset({"test_rope", "test_decode_rope"}),
     ),
     # ---- alternatives: correct in another way ---------------------------------------------------
     Submission(

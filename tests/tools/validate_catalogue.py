@@ -1,0 +1,55 @@
+"""What Validate says to every catalogue mistake: ``python tests/tools/validate_catalogue.py [ASSIGNMENT ...]``.
+
+Each mistake of ``tests/catalogue/<assignment>.py`` is applied to the master with its hidden tests dropped (the
+release's visible checks, what a student's Validate runs) and validated in kernels of the course's fork server
+(``tests/fastvalidate.py``). Prints, per assignment, how many mistakes Validate calls a "Success" and which; with
+``--json FILE`` also writes every verdict. The figures of issue 25 (before and after) come from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent)]
+
+from attention_course.grading.course import available, catalogue_path, scratch_course  # noqa: E402
+from attention_course.grading.submissions import apply_submission, load_catalogue  # noqa: E402
+
+from fastvalidate import SUCCESS, validate_many  # noqa: E402
+from harness import masters, release  # noqa: E402
+
+
+def verdicts(course: Path, assignment: str) -> dict[str, str]:
+    """Mistake name -> what Validate says (all of its notebooks' verdicts joined)."""
+    mistakes = [s for s in load_catalogue(catalogue_path(assignment)) if s.is_mistake]
+    notebooks = {(s.name, name): nb for s in mistakes for name, nb in apply_submission(masters(assignment), s).items()}
+    said = validate_many(course, notebooks)
+    return {s.name: "\n".join(text for (who, _), text in said.items() if who == s.name) for s in mistakes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("assignments", nargs="*")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    assignments = args.assignments or [a for a in available() if catalogue_path(a).exists()]
+    everything = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        course = scratch_course(Path(tmp), assignments)
+        release(course, assignments)
+        for a in assignments:
+            everything[a] = verdicts(course, a)
+            passed = sorted(n for n, text in everything[a].items() if text.strip() == SUCCESS)
+            print(f"{a}: {len(passed)} of {len(everything[a])} mistakes get Success"
+                  + (f": {', '.join(passed)}" if passed else ""), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(everything, indent=1))
+
+
+if __name__ == "__main__":
+    main()
