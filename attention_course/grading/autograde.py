@@ -37,7 +37,7 @@ class Job:
     fingerprint: str
 
 
-def _hash_tree(digest, root: Path, skip=()) -> None:
+def hash_tree(digest, root: Path, skip=()) -> None:
     if not root.exists():
         digest.update(b"<missing>")
         return
@@ -56,9 +56,9 @@ def _hash_tree(digest, root: Path, skip=()) -> None:
 def course_fingerprint(course: Path, assignment: str) -> str:
     """What decides every grade of an assignment besides the hand-in: source, configuration, course package."""
     digest = hashlib.sha256()
-    _hash_tree(digest, course / "source" / assignment)
-    _hash_tree(digest, course / "nbgrader_config.py")
-    _hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
+    hash_tree(digest, course / "source" / assignment)
+    hash_tree(digest, course / "nbgrader_config.py")
+    hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
     return digest.hexdigest()
 
 
@@ -172,7 +172,7 @@ def prepare_gradebook(course: Path, db_url: str, course_id: str, assignments: li
 _API = None
 
 
-def _worker_init(course: str, db_url: str) -> None:
+def worker_init(course: str, db_url: str) -> None:
     global _API
     os.chdir(course)
     if db_url.startswith("sqlite") and "?" not in db_url:  # workers take turns to write: wait, do not fail
@@ -193,6 +193,11 @@ def _worker_init(course: str, db_url: str) -> None:
     executor = JudgedExecute(parent=_API)
     if executor.prestart:  # start the fork server and the first kernel now, while other workers do the same
         POOL.prime(executor.settings(), _API.log)
+
+
+def worker_api():
+    """The nbgrader API of this grading process (set up by :func:`worker_init`)."""
+    return _API
 
 
 def _worker_grade(assignment: str, student: str) -> dict:
@@ -247,7 +252,7 @@ class Progress:
             self.stream.flush()
 
 
-def _notable(log: str) -> list[str]:
+def notable_lines(log: str) -> list[str]:
     """The log lines an instructor should see (warnings and errors), without nbgrader's own noise."""
     keep = []
     for line in log.splitlines():
@@ -259,7 +264,7 @@ def _notable(log: str) -> list[str]:
 
 def _local(course: Path, db_url: str, todo: list[Job], workers: int):
     """Grade ``todo`` in ``workers`` local processes; yields (job, result) as each finishes."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init,
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=worker_init,
                              initargs=(str(course), db_url)) as pool:
         futures = {pool.submit(_worker_grade, j.assignment, j.student): j for j in todo}
         for future in as_completed(futures):
@@ -326,7 +331,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     start = time.monotonic()
     for job, result in results:
         label = f"{job.assignment}/{job.student}"
-        for line in _notable(result["log"]):
+        for line in notable_lines(result["log"]):
             progress.note(f"{label}: {line}")
         if result["success"]:
             summary["graded"] += 1

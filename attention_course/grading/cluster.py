@@ -36,7 +36,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from . import trust
-from .autograde import _hash_tree, course_fingerprint
+from .autograde import hash_tree, course_fingerprint
 from .course import PACKAGE_DIR
 
 #: Executed notebooks waiting for :class:`Delivered`, by (student, assignment, notebook).
@@ -58,7 +58,7 @@ class Delivered(NbGraderPreprocessor):
 
 def package_fingerprint() -> str:
     digest = hashlib.sha256()
-    _hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
+    hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
     return digest.hexdigest()
 
 
@@ -131,7 +131,7 @@ def _prepare(payload: dict) -> Path:
         (root / "source").mkdir(parents=True)
         (root / "nbgrader_config.py").write_bytes(payload["config"])
         _STATE.update(root=root, config=payload["config"], assignments={})
-        autograde._worker_init(str(root), db_url)
+        autograde.worker_init(str(root), db_url)
     assignment = payload["assignment"]
     if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
         write_tree(root / "source" / assignment, payload["source"])
@@ -157,13 +157,13 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
         try:
             write_tree(submitted, handin)
             shutil.rmtree(graded, ignore_errors=True)
-            result = autograde._API.autograde(assignment, student, force=True, create=True)
+            result = autograde.worker_api().autograde(assignment, student, force=True, create=True)
             notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
         finally:
             shutil.rmtree(submitted.parent, ignore_errors=True)
             shutil.rmtree(graded.parent, ignore_errors=True)
         return {"success": bool(result.get("success")) and bool(notebooks),
-                "log": "\n".join(autograde._notable(result.get("log", ""))),
+                "log": "\n".join(autograde.notable_lines(result.get("log", ""))),
                 "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
                 "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": _worker_name()}
 

@@ -45,7 +45,7 @@ print(json.dumps(found))
 def probe(settings: dict, course_file: str) -> dict:
     """Sandbox a short-lived process as a kernel would be, and return its report:
     ``{"facts": ..., "notes": [...], "found": ...}``."""
-    scratch = kernel._scratch_folder()
+    scratch = kernel.scratch_folder()
     groups = cgroups.Cgroups()
     try:
         if settings.get("cgroups", True):

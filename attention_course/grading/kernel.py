@@ -62,7 +62,7 @@ _SOCKET_PATH_MAX = 107
 _LONGEST_SOCKET = "/judge.sock"
 
 
-def _scratch_folder() -> Path:
+def scratch_folder() -> Path:
     """A fresh scratch folder in the temporary folder (``TMPDIR``), or in /tmp when ``TMPDIR`` is so deep that
     a socket path inside it would be too long to bind."""
     base = tempfile.gettempdir()
@@ -115,7 +115,7 @@ class Kernel:
     def __init__(self, settings: dict, log):
         self.log = log
         self.settings = settings
-        self.scratch = _scratch_folder()
+        self.scratch = scratch_folder()
         self.proc = self.kc = self.listener = self.conn = None
         self.cgroups = cgroups.Cgroups()
         self.facts: dict = {}

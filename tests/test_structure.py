@@ -1,0 +1,82 @@
+"""The package's shape (issue 26): no module over 450 lines, no private name used across modules, and no import
+cycle among the modules' top-level imports. Read from the source with ``ast``: nothing is imported or run."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "attention_course"
+MODULES = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def name_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def resolve(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names."""
+    if not node.level:
+        return node.module or ""
+    base = name_of(path).split(".")
+    if path.name != "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_no_module_is_over_450_lines():
+    long = {name_of(p): len(p.read_text().splitlines()) for p in MODULES if len(p.read_text().splitlines()) > 450}
+    assert not long, f"modules over 450 lines (usually two jobs): {long}"
+
+
+def test_no_private_name_is_used_across_modules():
+    names = {name_of(p) for p in MODULES}
+    found = []
+    for path, tree in MODULES.items():
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = resolve(path, node)
+                for alias in node.names:
+                    target = f"{source}.{alias.name}"
+                    if target in names:
+                        aliases[alias.asname or alias.name] = target
+                    elif alias.name.startswith("_") and source in names and source != name_of(path) \
+                            and not source.split(".")[-1].startswith("_"):
+                        found.append(f"{name_of(path)} imports {source}.{alias.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                found.append(f"{name_of(path)} uses {aliases[node.value.id]}.{node.attr}")
+    assert not found, "private names used outside their module:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_at_module_level():
+    names = {name_of(p) for p in MODULES}
+    graph = {}
+    for path, tree in MODULES.items():
+        edges = set()
+        for node in tree.body:  # imports inside functions run later, when both modules exist
+            if isinstance(node, ast.ImportFrom):
+                source = resolve(path, node)
+                edges |= {f"{source}.{a.name}" if f"{source}.{a.name}" in names else source for a in node.names}
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+        graph[name_of(path)] = {e for e in edges if e in names and e != name_of(path)}
+
+    def cycle_from(start, node, seen):
+        for nxt in graph.get(node, ()):
+            if nxt == start:
+                return seen + [nxt]
+            if nxt not in seen:
+                found = cycle_from(start, nxt, seen + [nxt])
+                if found:
+                    return found
+        return None
+
+    # a package's __init__ importing its own modules is how packages work, not a cycle
+    graph = {m: {e for e in es if not m.startswith(e + ".")} for m, es in graph.items()}
+    cycles = [c for m in graph if (c := cycle_from(m, m, [m]))]
+    assert not cycles, f"import cycles: {cycles[:3]}"
