@@ -170,6 +170,10 @@ class GradedClass:
         """The text of a student's feedback pages, tags removed and entities decoded."""
         return feedback_text(self.course, student, self.assignment)
 
+    def first_failure(self, student: str) -> tuple[str, str]:
+        """The first failed test cell of a student's autograded notebooks, in notebook order: (grade id, message)."""
+        return first_failure(self.course, student, self.assignment)
+
 
 def feedback_text(course: Path, student: str, assignment: str) -> str:
     """The text of a student's feedback pages, tags removed and entities decoded."""
@@ -178,6 +182,19 @@ def feedback_text(course: Path, student: str, assignment: str) -> str:
         markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", page.read_text(encoding="utf-8"))
         texts.append(html.unescape(re.sub(r"<[^>]+>", "", markup)))
     return "\n".join(texts)
+
+
+def first_failure(course: Path, student: str, assignment: str) -> tuple[str, str]:
+    """The first autograded test cell, in notebook order, whose output is an error: (grade id, the error's line)."""
+    for path in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
+        for cell in read_notebook(path)["cells"]:
+            meta = cell["metadata"].get("nbgrader", {})
+            if cell["cell_type"] != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            for out in cell.get("outputs", []):
+                if out["output_type"] == "error":
+                    return meta["grade_id"], f"{out['ename']}: {out['evalue']}"
+    return "", ""
 
 
 def read_scores(course: Path, assignment: str, db_url: str | None = None) -> dict:

@@ -6,7 +6,7 @@ For every assignment with a catalogue (tests/catalogue/<assignment>.py):
 - the untouched release earns nothing;
 - each mistake loses points in exactly the grade cells it targets, and keeps every other point;
 - each alternative correct answer earns every autograded point;
-- feedback names the misconception and never shows hidden-test source.
+- the first failed check's message names the misconception (``says``), and feedback never shows hidden-test source.
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ def test_mistake_loses_points_where_targeted(graded, assignment, sub):
     assert not kept, f"{sub.description}: full points in {kept}, which should catch it"
     collateral = sorted(n for n, (s, m) in cells.items() if n not in sub.loses and s != m)
     assert not collateral, f"{sub.description}: also loses points in {collateral}, which should not be affected"
-    if sub.says:
-        assert sub.says in g.feedback_text(sub.name), f"feedback of {sub.name} does not say {sub.says!r}"
+    # the first message the student meets names this misconception and no other one (issue 25, part 5)
+    cell, message = g.first_failure(sub.name)
+    assert sub.says in message, f"{sub.description}: the first failed check, {cell}, says {message[:600]!r}, not {sub.says!r}"
+    assert message.split(": ", 1)[-1][:80] in g.feedback_text(sub.name), f"the feedback does not show {cell}'s message"
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if not c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
@@ -92,6 +94,8 @@ def test_catalogue_is_large_enough(assignment):
                    if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
     untargeted = grade_cells - set().union(*(s.loses for s in mistakes))
     assert not untargeted, f"no mistake in the catalogue targets {sorted(untargeted)}"
+    silent = [s.name for s in mistakes if not s.says]
+    assert not silent, f"mistakes that do not declare what their first failing message says: {silent}"
 
 
 def hidden_lines(assignment: str) -> set[str]:

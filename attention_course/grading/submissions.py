@@ -29,8 +29,8 @@ class Submission:
     ``replace`` maps a solution cell's ``grade_id`` to its whole new source.
     ``loses`` names the grade cells a mistake must lose points in; every other
     grade cell must keep full points. An alternative correct answer has an
-    empty ``loses``. ``says`` is a phrase the student's feedback must show
-    (the misconception a failed check names). ``in_demo`` puts the
+    empty ``loses``. ``says`` is the phrase the first failed check's message
+    (in notebook order) must contain: the misconception it names, never another one. ``in_demo`` puts the
     submission in the demo class of ``make demo``. ``headline`` marks the
     headline misconception of a part: the phrase that the part's *visible*
     checks (the release's test cells, what Validate runs) must show for it.

@@ -85,7 +85,7 @@ SUBMISSIONS = [
     Submission(
         "loop-weights-by-row", "stored each query's weights as a row of A instead of a column",
         edits=[("attention_by_token", "A[:, n] = a_n", "A[n, :] = a_n")],
-        says='one column per query',
+        says='each column (one query) sums to 1',
         headline="each column (one query) sums to 1",
         loses=frozenset({"test_by_token_reference", "test_by_token_general"}),
     ),
@@ -154,7 +154,7 @@ SUBMISSIONS = [
         "module-wq-for-v", "used the query projection for the values in the module",
         edits=[("self_attention_module", "Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
                 "Q, K, V = self.W_q(x), self.W_k(x), self.W_q(x)")],
-        says='common mistake: the values are computed with W_q instead of W_v',
+        says='common mistake: the values are not computed with W_v',
         headline="the values are not computed with W_v",
         loses=frozenset({"test_module_structure", "test_module_output"}),
     ),

@@ -133,6 +133,7 @@ SUBMISSIONS = [
     Submission(
         "module-attention-transposed", "weighted the values with the transposed attention matrix",
         edits=[("multihead_module", "out = (weights @ V)", "out = (weights.transpose(-2, -1) @ V)")],
+        says='output vs nn.MultiheadAttention with the same weights',
         loses=frozenset({"test_module_output", "test_module_mask"}),
     ),
     Submission(

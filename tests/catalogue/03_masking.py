@@ -30,7 +30,7 @@ SUBMISSIONS = [
     Submission(
         "fill-zero", "filled masked scores with 0 instead of -inf",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, 0.0).masked_fill(~has_key, 0.0)')],
-        says="common mistake: the masked scores are set to 0 instead of -inf",
+        says="masked positions must get exactly 0 (fill -inf before the softmax)",
         headline="masked positions must get exactly 0",
         loses=frozenset({"test_attention_padding", "test_attention_causal", "test_attention_large_scores",
                          "test_attention_fully_masked", "test_one_query"}), in_demo=True,
@@ -39,7 +39,7 @@ SUBMISSIONS = [
         "mask-after-softmax", "zeroed the masked weights after the softmax without renormalising",
         edits=[("attention", "weights = torch.softmax(scores, dim=-1) * has_key",
                 "weights = torch.softmax(Q @ K.transpose(-2, -1) / (math.sqrt(Q.shape[-1]) if scale else 1.0), dim=-1) * mask")],
-        says="common mistake: the mask is applied after the softmax without renormalising",
+        says="After masking, each query's remaining weights must still sum to 1.",
         loses=frozenset({"test_attention_padding", "test_attention_causal", "test_attention_large_scores",
                          "test_attention_fully_masked", "test_one_query"}),
     ),
@@ -53,7 +53,7 @@ SUBMISSIONS = [
     Submission(
         "fill-minus-100", "filled masked scores with -100 instead of -inf",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -100.0).masked_fill(~has_key, 0.0)')],
-        says="common mistake: masked scores are filled with a finite value (0, -1e4, -1e9, ...) instead of -inf",
+        says="masked positions must get exactly 0",
         loses=frozenset({"test_attention_padding", "test_attention_large_scores", "test_one_query"}),
     ),
     Submission(

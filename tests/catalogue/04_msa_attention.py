@@ -117,6 +117,7 @@ def multihead_column_attention(msa, p, H):
         "entries-full-per-sequence", "counted full attention as S separate L x L maps (forgot cross-sequence pairs)",
         edits=[("score_entries", '"full": H * (S * L) ** 2', '"full": H * S * L * L')],
         headline="wrong count for full attention",
+        says='every token is a query and a key',
         loses=frozenset({"test_score_entries"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

@@ -14,6 +14,7 @@ SUBMISSIONS = [
         "positions-added", "added the positional table to the tokens instead of concatenating it",
         edits=[("torch_transformer", "seq = torch.cat([seq, self.pos.weight[: seq.shape[0]]], dim=-1)",
                 "seq = seq + self.pos.weight[: seq.shape[0], : seq.shape[1]]")],
+        says='must match the size of tensor b',
         loses=frozenset({"test_torch_equivalence"}), in_demo=True,
     ),
     Submission(
@@ -47,6 +48,7 @@ SUBMISSIONS = [
     Submission(
         "weights-transposed", "weighted the values with the transposed attention matrix",
         edits=[("torch_transformer", "return weights @ V", "return weights.T @ V")],
+        says='common mistake: the weights are transposed',
         loses=frozenset({"test_torch_equivalence"}),
     ),
     # ---- Parts 2, 3, 5: hand designs --------------------------------------------------------

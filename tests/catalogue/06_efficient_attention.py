@@ -85,7 +85,7 @@ SUBMISSIONS = [
     Submission(
         "tiled-causal-first-query", "skipped a causal tile when its keys start after the block's FIRST query",
         edits=[("tiled", "if causal and ks > qe - 1:", "if causal and ks > qs:")],
-        says="compare a key block's start with the LAST query of the block",
+        says='its first key comes after the LAST query of the block',
         loses=frozenset({"test_tiled_causal", "test_tiled_causal_skips", "test_tiled_large_scores"}),
         in_demo=True,
     ),
