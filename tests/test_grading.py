@@ -74,6 +74,9 @@ def test_mistake_loses_points_where_targeted(graded, assignment, sub):
     cell, message = g.first_failure(sub.name)
     assert sub.says in message, f"{sub.description}: the first failed check, {cell}, says {message[:600]!r}, not {sub.says!r}"
     assert message.split(": ", 1)[-1][:80] in g.feedback_text(sub.name), f"the feedback does not show {cell}'s message"
+    if "common mistake:" in message:  # a named misconception is this one
+        named = message.split("common mistake:", 1)[1]
+        assert sub.says.removeprefix("common mistake: ") in named, f"{cell} names another mistake: {named[:300]!r}"
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if not c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
