@@ -66,7 +66,10 @@ class Lab:
         self.token, self.port, self.root = secrets.token_hex(16), free_port(), root
         settings = home / "lab-settings"
         for name, value in {"notebook-extension/tracker": {"windowingMode": "none"},  # every cell in the DOM
-                            "apputils-extension/notification": {"fetchNews": "false"}}.items():
+                            "apputils-extension/notification": {"fetchNews": "false"},
+                            # saves happen when a test presses Ctrl+S: an autosave (every 2 min) racing with it
+                            # on a busy machine makes JupyterLab ask whether the file "changed on disk"
+                            "docmanager-extension/plugin": {"autosave": False}}.items():
             path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(value))
