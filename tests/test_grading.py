@@ -19,7 +19,7 @@ import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
 from attention_course.grading.nbgrader_ext import FEEDBACK_CSS, HIDDEN_PLACEHOLDER
-from attention_course.grading.submissions import BLANK, COMPLETE, load_catalogue, read_notebook
+from attention_course.grading.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook
 
 from conftest import ATTACKS, GRADED
 from harness import masters, read_scores, split_master, trains_a_model
@@ -99,6 +99,17 @@ def test_catalogue_is_large_enough(assignment):
     assert not untargeted, f"no mistake in the catalogue targets {sorted(untargeted)}"
     silent = [s.name for s in mistakes if not s.says]
     assert not silent, f"mistakes that do not declare what their first failing message says: {silent}"
+
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_catalogue_has_a_float32_pytorch_and_a_float64_numpy_answer(assignment):
+    """Both numeric styles are graded: each is the reference solution or one of the catalogue's alternatives, which
+    test_alternative_answer_earns_every_point grades."""
+    precisions = getattr(catalogue_module(catalogue_path(assignment)), "PRECISIONS", {})
+    alternatives = {s.name for s in load_catalogue(catalogue_path(assignment)) if not s.is_mistake}
+    assert set(precisions) == {"float32 PyTorch", "float64 NumPy"}, f"PRECISIONS names {sorted(precisions)}"
+    unknown = {style: name for style, name in precisions.items() if name != "reference" and name not in alternatives}
+    assert not unknown, f"PRECISIONS names submissions that are not alternatives of the catalogue: {unknown}"
 
 
 def hidden_lines(assignment: str) -> set[str]:

@@ -55,12 +55,17 @@ class Submission:
         return bool(self.loses)
 
 
-def load_catalogue(path: Path) -> list[Submission]:
-    """The ``SUBMISSIONS`` list of a catalogue file."""
+def catalogue_module(path: Path):
+    """A catalogue file, imported."""
     spec = importlib.util.spec_from_file_location(f"catalogue_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    subs = list(module.SUBMISSIONS)
+    return module
+
+
+def load_catalogue(path: Path) -> list[Submission]:
+    """The ``SUBMISSIONS`` list of a catalogue file."""
+    subs = list(catalogue_module(path).SUBMISSIONS)
     names = [s.name for s in subs]
     if len(names) != len(set(names)):
         raise ValueError(f"{path}: duplicate submission names")

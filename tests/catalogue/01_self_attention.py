@@ -9,6 +9,11 @@ from attention_course.grading.submissions import Submission
 PROJECT = ("test_project_qkv_shapes", "test_project_qkv_values")
 SA = ("test_self_attention_weights", "test_self_attention_output")
 
+#: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
+#: written in float32 PyTorch and the one in float64 NumPy ("reference": the master's own solution), each
+#: earning every point. Where a style cannot apply: the SelfAttention module is PyTorch in every style (nn.Linear layers).
+PRECISIONS = {"float32 PyTorch": "alt-torch-float32", "float64 NumPy": "alt-numpy-float64"}
+
 SUBMISSIONS = [
     # ---- Part 1: projections ---------------------------------------------------------------
     Submission(
@@ -320,5 +325,18 @@ def dot_product_attention(query, keys, values):
         "alt-torch-warning", "a correct answer whose code makes PyTorch print a UserWarning in graded cells",
         edits=[("dot_product_attention", "scores = torch.bmm(",
                 "query = torch.tensor(query)  # warns: copy-constructing from a tensor\n    scores = torch.bmm(")],
+    ),
+    Submission(
+        "alt-numpy-float64", "the PyTorch part (one query per example) in float64 NumPy, float64 tensors returned",
+        replace={
+            "dot_product_attention": '''
+def dot_product_attention(query, keys, values):
+    q, k, v = (np.asarray(t.detach(), dtype=np.float64) for t in (query, keys, values))
+    scores = np.einsum("bd,bsd->bs", q, k)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=-1, keepdims=True)
+    return torch.from_numpy(np.einsum("bs,bsd->bd", weights, v)), torch.from_numpy(weights)
+''',
+        },
     ),
 ]

@@ -4,6 +4,11 @@ from attention_course.grading.submissions import Submission
 
 MODULE = ("test_module_weights", "test_module_output", "test_module_mask")
 
+#: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
+#: written in float32 PyTorch and the one in float64 NumPy ("reference": the master's own solution), each
+#: earning every point. Where a style cannot apply: the MultiHeadAttention module is PyTorch in every style (nn.Linear layers).
+PRECISIONS = {"float32 PyTorch": "alt-torch-float32", "float64 NumPy": "reference"}
+
 SUBMISSIONS = [
     # ---- Part 1: independent heads ---------------------------------------------------------
     Submission(
@@ -317,6 +322,58 @@ class MultiHeadAttention(nn.Module):
             outs.append(a @ V[..., cols])
             weights.append(a)
         return self.W_o(torch.cat(outs, dim=-1)), torch.stack(weights, dim=1)
+''',
+        },
+    ),
+    Submission(
+        "alt-torch-float32", "every NumPy part written in float32 PyTorch, returning tensors (the module as it is)",
+        replace={
+            "attention_head": '''
+def attention_head(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X = t(X)
+    Q, K, V = X @ t(W_q) + t(b_q), X @ t(W_k) + t(b_k), X @ t(W_v) + t(b_v)
+    weights = torch.softmax(Q @ K.T / Q.shape[-1] ** 0.5, dim=-1)
+    return weights @ V, weights
+''',
+            "multihead_independent": '''
+def multihead_independent(X, heads, W_c):
+    outputs = [attention_head(X, **head)[0] for head in heads]
+    return torch.cat(outputs, dim=-1) @ torch.as_tensor(W_c, dtype=torch.float32)
+''',
+            "split_heads": '''
+def split_heads(T, H):
+    T = torch.as_tensor(T, dtype=torch.float32)
+    L, D = T.shape
+    return T.reshape(L, H, D // H).permute(1, 0, 2)
+
+
+def merge_heads(T):
+    T = torch.as_tensor(T, dtype=torch.float32)
+    H, L, D_H = T.shape
+    return T.permute(1, 0, 2).reshape(L, H * D_H)
+''',
+            "multihead_combined": '''
+def multihead_combined(X, W_q, b_q, W_k, b_k, W_v, b_v, W_c, H):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X = t(X)
+    Q, K, V = (split_heads(X @ t(W) + t(b), H) for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+    weights = torch.softmax(Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5, dim=-1)
+    return merge_heads(weights @ V) @ t(W_c), weights
+
+
+def stack_heads(heads):
+    return {key: torch.cat([torch.as_tensor(h[key], dtype=torch.float32) for h in heads], dim=-1) for key in heads[0]}
+''',
+            "multihead_columns": '''
+def multihead_columns(X, heads, omega_c):
+    t = lambda a: torch.as_tensor(a, dtype=torch.float32)
+    X = t(X)
+    outputs = []
+    for h in heads:
+        Q, K, V = (t(h["omega_" + s]) @ X + t(h["beta_" + s]) for s in "qkv")
+        outputs.append(V @ torch.softmax(K.T @ Q / Q.shape[0] ** 0.5, dim=0))
+    return t(omega_c) @ torch.cat(outputs, dim=0)
 ''',
         },
     ),

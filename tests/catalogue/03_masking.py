@@ -4,6 +4,11 @@ from attention_course.grading.submissions import Submission
 
 MASK_LINE = 'scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~has_key, 0.0)'
 
+#: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
+#: written in float32 PyTorch and the one in float64 NumPy ("reference": the master's own solution), each
+#: earning every point. Where a style cannot apply: attention stays in PyTorch (float64): its gradients are checked.
+PRECISIONS = {"float32 PyTorch": "reference", "float64 NumPy": "alt-numpy-float64"}
+
 SUBMISSIONS = [
     # ---- Part 1: masks ---------------------------------------------------------------------
     Submission(
@@ -174,5 +179,54 @@ def attention(Q, K, V, mask=None, scale=True, return_weights=True):
     out = weights @ V
     return out, weights if return_weights else None
 '''},
+    ),
+    Submission(
+        "alt-numpy-float64", "masks and entropy in float64 NumPy, attention in float64 PyTorch (its gradients are "
+        "checked, so it stays in PyTorch), float64 tensors returned",
+        replace={
+            "masks": '''
+def causal_mask(L):
+    return torch.from_numpy(np.tril(np.ones((L, L), dtype=bool)))
+
+
+def padding_mask(lengths, L):
+    lengths = np.asarray(lengths).reshape(-1)
+    return torch.from_numpy(np.arange(L)[None, None, :] < lengths[:, None, None])
+''',
+            "attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    Q, K, V = Q.double(), K.double(), V.double()
+    scores = torch.einsum("bqd,bkd->bqk", Q, K)
+    if scale:
+        scores = scores / Q.shape[-1] ** 0.5
+    allowed = torch.ones_like(scores, dtype=torch.bool) if mask is None else torch.as_tensor(mask) != 0
+    allowed = allowed.expand(scores.shape)
+    scores = torch.where(allowed, scores, torch.full_like(scores, -torch.inf))
+    top = scores.amax(dim=-1, keepdim=True).clamp(min=-1e300)  # a row with no key: nothing to subtract
+    e = torch.exp(torch.where(allowed, scores - top, torch.zeros_like(scores))) * allowed
+    total = e.sum(dim=-1, keepdim=True)
+    weights = e / torch.where(total > 0, total, torch.ones_like(total))
+    output = weights @ V
+    return output, (weights if return_weights else None)
+''',
+            "one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    m = None if mask is None else torch.as_tensor(mask)[:, None, :] != 0
+    out, w = attention(query.unsqueeze(1), keys, values, mask=m)
+    return out.squeeze(1), w.squeeze(1)
+''',
+            "entropy_and_variance": '''
+def entropy(weights, dim=-1):
+    w = np.asarray(torch.as_tensor(weights).detach(), dtype=np.float64)
+    terms = np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0)
+    return torch.from_numpy(-terms.sum(axis=dim))
+
+
+def score_variance(d_k, n, generator):
+    q = torch.randn(n, d_k, generator=generator).numpy().astype(np.float64)
+    k = torch.randn(n, d_k, generator=generator).numpy().astype(np.float64)
+    return float(np.var((q * k).sum(axis=-1), ddof=1))
+''',
+        },
     ),
 ]

@@ -4,6 +4,11 @@ from attention_course.grading.submissions import Submission
 
 TIED = ("test_tied_attention", "test_tied_padding")
 
+#: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
+#: written in float32 PyTorch and the one in float64 NumPy ("reference": the master's own solution), each
+#: earning every point.
+PRECISIONS = {"float32 PyTorch": "reference", "float64 NumPy": "alt-numpy-float64"}
+
 SUBMISSIONS = [
     # ---- Part 1: one head ------------------------------------------------------------------
     Submission(
@@ -213,5 +218,70 @@ def column_attention(msa, p):
             out[b, :, l], w[b, l] = o[0], a[0]
     return out, w
 '''},
+    ),
+    Submission(
+        "alt-numpy-float64", "every attention function in float64 NumPy, float64 tensors returned",
+        replace={
+            "row_column_attention": '''
+def as_array(t):
+    return np.asarray(torch.as_tensor(t).detach(), dtype=np.float64)
+
+
+def softmax_last(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attend(x, p):
+    x = as_array(x)
+    q, k, v = (x @ as_array(p["W_" + n]) + as_array(p["b_" + n]) for n in "qkv")
+    weights = softmax_last(q @ np.swapaxes(k, -1, -2) / np.sqrt(x.shape[-1]))
+    return torch.from_numpy(weights @ v), torch.from_numpy(weights)
+
+
+def row_attention(msa, p):
+    B, S, L, D = msa.shape
+    out, w = attend(as_array(msa).reshape(B * S, L, D), p)
+    return out.reshape(B, S, L, D), w.reshape(B, S, L, L)
+
+
+def column_attention(msa, p):
+    B, S, L, D = msa.shape
+    out, w = attend(np.transpose(as_array(msa), (0, 2, 1, 3)).reshape(B * L, S, D), p)
+    return out.reshape(B, L, S, D).permute(0, 2, 1, 3), w.reshape(B, L, S, S)
+''',
+            "multihead_axial": '''
+def heads_of(msa, p, H):
+    x = as_array(msa)
+    B, S, L, D = x.shape
+    return [(x @ as_array(p["W_" + n]) + as_array(p["b_" + n])).reshape(B, S, L, H, D // H) for n in "qkv"]
+
+
+def multihead_row_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    q, k, v = heads_of(msa, p, H)
+    w = softmax_last(np.einsum("bsihd,bsjhd->bshij", q, k) / np.sqrt(D // H))
+    return torch.from_numpy(np.einsum("bshij,bsjhd->bsihd", w, v).reshape(B, S, L, D)), torch.from_numpy(w)
+
+
+def multihead_column_attention(msa, p, H):
+    B, S, L, D = msa.shape
+    q, k, v = heads_of(msa, p, H)
+    w = softmax_last(np.einsum("bsihd,btihd->bihst", q, k) / np.sqrt(D // H))
+    return torch.from_numpy(np.einsum("bihst,btihd->bsihd", w, v).reshape(B, S, L, D)), torch.from_numpy(w)
+''',
+            "tied_row_attention": '''
+def tied_row_attention(msa, p, H, seq_mask=None, pos_mask=None):
+    B, S, L, D = msa.shape
+    q, k, v = heads_of(msa, p, H)
+    rows = np.ones((B, S), dtype=bool) if seq_mask is None else as_array(seq_mask) > 0
+    q = q * rows[:, :, None, None, None]
+    logits = np.einsum("bsihd,bsjhd->bhij", q, k) / np.sqrt(rows.sum(axis=1) * (D // H))[:, None, None, None]
+    if pos_mask is not None:
+        logits = np.where(as_array(pos_mask)[:, None, None, :] > 0, logits, -np.inf)
+    w = softmax_last(logits)
+    return torch.from_numpy(np.einsum("bhij,bsjhd->bsihd", w, v).reshape(B, S, L, D)), torch.from_numpy(w)
+''',
+        },
     ),
 ]

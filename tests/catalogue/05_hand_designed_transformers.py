@@ -8,6 +8,24 @@ from attention_course.grading.submissions import Submission
 
 CLS_LINE = "CLS = np.array([0.0, 0.0, 0.0, 1.0])\n"
 
+#: The constructor every alternative's TorchTransformer shares (the layers the tests load designs into).
+TORCH_INIT = '''
+class TorchTransformer(nn.Module):
+    def __init__(self, input_dim, qk_dim, v_dim, pos_dim=None, max_len=10):
+        super().__init__()
+        self.qk_dim = qk_dim
+        self.pos = nn.Embedding(max_len, pos_dim) if pos_dim is not None else None
+        total = input_dim + (pos_dim or 0)
+        self.Km = nn.Linear(total, qk_dim, bias=False)
+        self.Qm = nn.Linear(total, qk_dim, bias=False)
+        self.Vm = nn.Linear(total, v_dim, bias=False)
+'''
+
+#: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
+#: written in float32 PyTorch and the one in float64 NumPy ("reference": the master's own solution), each
+#: earning every point. Where a style cannot apply: TorchTransformer is PyTorch in every style (load_design fills its nn.Linear layers).
+PRECISIONS = {"float32 PyTorch": "alt-torch-float32", "float64 NumPy": "reference"}
+
 SUBMISSIONS = [
     # ---- Part 1: the PyTorch twin ----------------------------------------------------------
     Submission(
@@ -115,17 +133,7 @@ Vm_unique[3, 0] = 0.5
     Submission(
         "alt-designs-rotated", "designs in a rotated, wider query/key space (d_qk = 4 and 12) and an einsum twin",
         replace={
-            "torch_transformer": '''
-class TorchTransformer(nn.Module):
-    def __init__(self, input_dim, qk_dim, v_dim, pos_dim=None, max_len=10):
-        super().__init__()
-        self.qk_dim = qk_dim
-        self.pos = nn.Embedding(max_len, pos_dim) if pos_dim is not None else None
-        total = input_dim + (pos_dim or 0)
-        self.Km = nn.Linear(total, qk_dim, bias=False)
-        self.Qm = nn.Linear(total, qk_dim, bias=False)
-        self.Vm = nn.Linear(total, v_dim, bias=False)
-
+            "torch_transformer": TORCH_INIT + '''
     def forward(self, seq):
         if self.pos is not None:
             seq = torch.cat((seq, self.pos(torch.arange(seq.shape[0]))), dim=1)
@@ -199,6 +207,46 @@ Km_unique, Qm_unique = K[:, order], Qd[:, order]
 Vm_unique = np.zeros((9, 1))
 Vm_unique[:3, 0] = -1.0
 Vm_unique[3, 0] = 1.0
+''',
+        },
+    ),
+    Submission(
+        "alt-torch-float32", "the three designs as float32 PyTorch tensors, the module computing in float64",
+        replace={
+            "design_identity": '''
+Km_id = torch.eye(3) * 5.0
+Qm_id = torch.eye(3) * 5.0
+Vm_id = torch.eye(3)
+''',
+            "design_first": '''
+pos_first = torch.eye(4)
+Km_first = torch.zeros(7, 1)
+Km_first[3, 0] = 10.0
+Qm_first = torch.zeros(7, 1)
+Qm_first[3:, 0] = 1.0
+Vm_first = torch.cat([torch.eye(3), torch.zeros(4, 3)])
+''',
+            "design_unique": '''
+CLS = np.array([0.0, 0.0, 0.0, 1.0])
+pos_unique = torch.eye(5)
+Km_unique, Qm_unique = torch.zeros(9, 9), torch.zeros(9, 9)
+Km_unique[:3, :3] = torch.eye(3) * 10.0
+Qm_unique[:3, :3] = torch.eye(3) * 10.0
+Km_unique[3, 3] = 5.0
+Qm_unique[:3, 3] = 10.0
+Km_unique[4:, 4:] = torch.eye(5) * 10.0
+Qm_unique[4:, 4:] = -torch.eye(5) * 10.0
+Vm_unique = torch.zeros(9, 1)
+Vm_unique[:3, 0] = -1.0
+Vm_unique[3, 0] = 1.0
+''',
+            "torch_transformer": TORCH_INIT + '''
+    def forward(self, seq):
+        seq = seq.double()
+        if self.pos is not None:
+            seq = torch.cat([seq, self.pos.weight[: seq.shape[0]].double()], dim=-1)
+        K, Q, V = (seq @ layer.weight.double().T for layer in (self.Km, self.Qm, self.Vm))
+        return torch.softmax(Q @ K.T / self.qk_dim ** 0.5, dim=-1) @ V
 ''',
         },
     ),
