@@ -226,13 +226,27 @@ TRAINED = [a for a in GRADED if trains_a_model(a)]
 @pytest.mark.parametrize("assignment", TRAINED)
 def test_autograde_does_not_wait_for_full_training(graded, assignment):
     """Training cells run shortened under autograde; the full run (step 10000) only happens elsewhere."""
-    g = graded(assignment)
-    for path in (g.course / "autograded" / "complete" / assignment).glob("*.ipynb"):
-        text = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
-                       for c in read_notebook(path)["cells"] if c["cell_type"] == "code"
-                       for o in c.get("outputs", []) if o.get("output_type") == "stream")
-        assert "step     0" in text, "the training cells did not run during autograde"
-        assert "step 10000" not in text, "autograde ran the full training"
+    text = printed(graded(assignment), "complete")
+    assert "step     0" in text, "the training cells did not run during autograde"
+    assert "step 10000" not in text, "autograde ran the full training"
+
+
+def printed(g, student: str) -> str:
+    """What the code cells of a student's autograded notebooks printed."""
+    return "".join(o["text"] if isinstance(o["text"], str) else "".join(o["text"])
+                   for path in sorted((g.course / "autograded" / student / g.assignment).glob("*.ipynb"))
+                   for c in read_notebook(path)["cells"] if c["cell_type"] == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+
+
+@pytest.mark.parametrize("assignment", [a for a in GRADED if a == "06_efficient_attention"])
+def test_the_memory_figure_says_when_it_cannot_see_pytorch(graded, assignment):
+    """06 measures peak memory with tracemalloc, which sees NumPy's arrays but not PyTorch's allocator: an answer
+    in PyTorch (PyTorch answers are invited) is told its line measures nothing; a NumPy answer is not."""
+    g, warning = graded(assignment), "tracemalloc cannot see PyTorch's memory"
+    for student in ("alt-torch", "alt-torch-float32"):
+        assert warning in printed(g, student), f"{student}'s memory figure does not say it cannot see PyTorch"
+    assert warning not in printed(g, "complete")
 
 
 #: An assignment no hostile hand-in attacks: its gradebook holds the catalogue's students only.
