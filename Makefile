@@ -31,7 +31,7 @@ solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s ea
 	@for a in $(ASSIGNMENTS); do nbgrader generate_solution "$$a" --force --log-level=WARN || exit 1; done
 
 demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~3 min)
-	$(BIN)/python -m attention_course.grading demo
+	$(BIN)/python -m tools demo
 	@$(MAKE) --no-print-directory autograde feedback grades
 
 autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand-ins (WORKERS=n, FORCE=1, DB=url, SCHEDULER=tcp://host:8786)
@@ -58,11 +58,11 @@ test: $(STAMP) ## Run every test: package, release, real grading runs, hostile h
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)
-	$(BIN)/python -m attention_course.grading bench
+	$(BIN)/python -m tools bench
 
 N ?= 500
 bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)
-	$(BIN)/python -m attention_course.grading bench-class --students $(N)
+	$(BIN)/python -m tools bench-class --students $(N)
 
 doctor: $(STAMP) ## Which layers of the kernels' sandbox hold on this host, and how to add a missing one (~2 s)
 	$(BIN)/python -m attention_course.grading doctor

@@ -17,7 +17,7 @@ from attention_course.grading.course import ROOT, catalogue_path, cell_scores, g
 from attention_course.grading.nbgrader_ext import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
-from attention_course.grading.submissions import (
+from tools.submissions import (
     BEGIN_SOLUTION, END_SOLUTION, Submission, catalogue_roster, load_catalogue, read_notebook, write_class,
 )
 

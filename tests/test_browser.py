@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import ROOT, available, catalogue_path
-from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
+from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from browser import Lab, chromium, require_chromium
 from harness import COURSE_ID, answer_into, as_student, masters, nbgrader, new_course

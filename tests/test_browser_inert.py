@@ -24,7 +24,7 @@ import pytest
 
 from attention_course.grading import trust
 from attention_course.grading.course import ROOT, available, gradebook_url
-from attention_course.grading.submissions import solved_notebook, write_notebook
+from tools.submissions import solved_notebook, write_notebook
 
 from browser import Lab, chromium, require_chromium
 from harness import course_autograde, masters, nbgrader, new_course

@@ -10,7 +10,7 @@ their targets), and autograde refuses them, scores 0 and says why.
 from __future__ import annotations
 
 from attention_course.grading.course import available, catalogue_path, gradebook_url, score_table
-from attention_course.grading.submissions import apply_submission, load_catalogue, solved_notebook
+from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import COURSE_ID, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores
 

@@ -19,7 +19,7 @@ import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
 from attention_course.grading.nbgrader_ext import FEEDBACK_CSS, HIDDEN_PLACEHOLDER
-from attention_course.grading.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook
+from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook
 
 from conftest import ATTACKS, GRADED
 from harness import masters, read_scores, split_master, trains_a_model

@@ -18,7 +18,7 @@ from attention_course import (
     projection_params, to_numpy, toy_sentence,
 )
 from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, HideHiddenTests, replace_blocks, uncomment
-from attention_course.grading.submissions import Submission, apply_submission, solved_notebook
+from tools.submissions import Submission, apply_submission, solved_notebook
 
 
 def message(fn, *args, **kwargs) -> str:
@@ -141,7 +141,7 @@ def test_submissions_are_built_from_the_master():
 
 
 def test_demo_roster_deals_submissions_to_named_students():
-    from attention_course.grading.submissions import BLANK, COMPLETE, DEMO_STUDENTS, demo_roster
+    from tools.submissions import BLANK, COMPLETE, DEMO_STUDENTS, demo_roster
 
     subs = [Submission("m1", "", in_demo=True), Submission("m2", "", in_demo=False), Submission("a1", "", in_demo=True)]
     roster = demo_roster(subs)

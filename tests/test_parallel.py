@@ -19,9 +19,9 @@ import sys
 import time
 import pytest
 
-from attention_course.grading.cluster import LoopbackCluster
+from tools.loopback import LoopbackCluster
 from attention_course.grading.course import available, catalogue_path, score_table
-from attention_course.grading.submissions import demo_roster, load_catalogue, write_class
+from tools.submissions import demo_roster, load_catalogue, write_class
 
 from harness import BIN, api_calls, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
@@ -133,7 +133,7 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
     """A fresh course folder with hand-ins but no release: ``make autograde`` puts the assignment into
     the gradebook itself (without writing release/), grades, and prints no library warnings; feedback
     carries no grader files."""
-    from attention_course.grading.submissions import COMPLETE
+    from tools.submissions import COMPLETE
 
     a = ASSIGNMENTS[0]
     course = new_course(tmp_path, [a])

@@ -24,7 +24,7 @@ import pytest
 
 from attention_course.grading.course import format_table, gradebook_url, score_table
 from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.submissions import read_notebook
+from tools.submissions import read_notebook
 
 from conftest import ATTACKS, GRADED
 from harness import JUDGE_BYTES, NOTEBOOK_S, course_autograde, feedback_text, tree_digest

@@ -80,3 +80,21 @@ def test_no_import_cycle_at_module_level():
     graph = {m: {e for e in es if not m.startswith(e + ".")} for m, es in graph.items()}
     cycles = [c for m in graph if (c := cycle_from(m, m, [m]))]
     assert not cycles, f"import cycles: {cycles[:3]}"
+
+
+def test_the_package_leaves_the_developers_tools_outside():
+    """Scaffolding (demo class, bench, synthetic hand-ins, loopback cluster) lives in tools/, which imports the
+    package and is never imported by it; a student's kernel imports the helpers and nothing of the grader."""
+    found = [f"{name_of(p)} imports {getattr(n, 'module', None) or n.names[0].name}" for p, tree in MODULES.items()
+             for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0)
+             and any(m.split(".")[0] == "tools" for m in ([n.module or ""] if isinstance(n, ast.ImportFrom)
+                                                          else [a.name for a in n.names]))]
+    assert not found, found
+    assert not {"bench", "submissions"} & {p.stem for p in MODULES}, "scaffolding is back in the package"
+    import subprocess
+    import sys
+
+    loaded = subprocess.run([sys.executable, "-c", "import sys, attention_course; "
+                             "print(' '.join(m for m in sys.modules if m.startswith('attention_course')))"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(loaded) == ["attention_course", "attention_course._notebook"], loaded

@@ -1,12 +1,7 @@
-"""Course commands: ``python -m attention_course.grading demo|autograde|table|report``.
+"""Course commands: ``python -m attention_course.grading autograde|table|report|doctor``.
 
-``demo``   writes the demo class (complete, blank and a few realistic mistakes per
-           assignment) into ``submitted/``; assignments must be released first.
 ``autograde`` grades every submission (or those of the given assignments) across worker
            processes, with a progress line; unchanged, already graded submissions are skipped.
-``bench``  times stock nbgrader against the course command on a synthetic class, and a class
-           handing in every assignment on 1 and 2 workers and 2 Dask workers.
-``bench-class`` grades N synthetic hand-ins of 01, seconds per 100 as it goes.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
@@ -19,8 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import ROOT, available, canvas_table, catalogue_path, format_table, gradebook_url, score_table, write_csv
-from .submissions import demo_roster, load_catalogue, write_class
+from .course import ROOT, available, canvas_table, format_table, gradebook_url, score_table, write_csv
 
 
 def main(argv=None) -> int:
@@ -28,7 +22,6 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="write the demo class into submitted/")
     grade = sub.add_parser("autograde", help="autograde every submission in parallel, skipping unchanged ones")
     grade.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
     grade.add_argument("-j", "--workers", type=int, default=None,
@@ -37,10 +30,6 @@ def main(argv=None) -> int:
     grade.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of local processes")
-    sub.add_parser("bench", help="time stock nbgrader against the course command (bench --help: its options)",
-                   add_help=False)
-    sub.add_parser("bench-class", help="grade a large class of 01, seconds per 100 hand-ins as it goes",
-                   add_help=False)
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
     table.add_argument("--canvas", type=Path, default=Path("grades-canvas.csv"),
@@ -50,24 +39,8 @@ def main(argv=None) -> int:
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
-    args, extra = parser.parse_known_args(argv)
-    if args.command in ("bench", "bench-class"):  # their options are their own
-        from .bench import class_main, main as bench_main
-
-        return (bench_main if args.command == "bench" else class_main)(extra)
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = parser.parse_args(argv)
     course = args.course.resolve()
-
-    if args.command == "demo":
-        for assignment in available(course):
-            path = catalogue_path(assignment, course)
-            catalogue = load_catalogue(path) if path.exists() else []
-            roster = demo_roster(catalogue)
-            write_class(course, assignment, roster)
-            described = ", ".join(f"{student} ({getattr(what, 'description', what)})" for student, what in roster.items())
-            print(f"{assignment}: {described}")
-        return 0
 
     if args.command == "doctor":
         from .autograde import sandbox_settings

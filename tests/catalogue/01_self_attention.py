@@ -4,7 +4,7 @@ Each mistake names the grade cells it must lose points in (``loses``); it must k
 every other grade cell. Alternatives must earn every autograded point.
 """
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 PROJECT = ("test_project_qkv_shapes", "test_project_qkv_values")
 SA = ("test_self_attention_weights", "test_self_attention_output")

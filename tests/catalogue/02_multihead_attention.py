@@ -1,6 +1,6 @@
 """Synthetic submissions for 02_multihead_attention: realistic mistakes and alternative correct answers."""
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 MODULE = ("test_module_weights", "test_module_output", "test_module_mask")
 

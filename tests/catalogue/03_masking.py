@@ -1,6 +1,6 @@
 """Synthetic submissions for 03_masking: realistic mistakes and alternative correct answers."""
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 MASK_LINE = 'scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~has_key, 0.0)'
 

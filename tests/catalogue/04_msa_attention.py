@@ -1,6 +1,6 @@
 """Synthetic submissions for 04_msa_attention: realistic mistakes and alternative correct answers."""
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 TIED = ("test_tied_attention", "test_tied_padding")
 

@@ -4,7 +4,7 @@ Mistakes in the PyTorch twin and in the hand designs, and, for every task, sever
 designs (other d_qk, other geometry, other positional tables) that must all earn full points.
 """
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 CLS_LINE = "CLS = np.array([0.0, 0.0, 0.0, 1.0])\n"
 

@@ -1,6 +1,6 @@
 """Synthetic submissions for 06_efficient_attention: realistic mistakes and alternative correct answers."""
 
-from attention_course.grading.submissions import Submission
+from tools.submissions import Submission
 
 TILED_ALL = frozenset({"test_tiled", "test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal"})
 CACHE_ALL = frozenset({"test_attend_with_cache", "test_decode", "test_decode_rope"})

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 
 from attention_course.grading.course import catalogue_path
-from attention_course.grading.submissions import Submission, load_catalogue
+from tools.submissions import Submission, load_catalogue
 
 ASSIGNMENT = "01_self_attention"
 NOTEBOOK = "self_attention.ipynb"

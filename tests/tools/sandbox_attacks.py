@@ -14,7 +14,8 @@ from pathlib import Path
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.kernel import Kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "catalogue"))
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "catalogue"), str(HERE.parents[1])]  # the catalogues and the repository (tools/)
 from adversarial import DETACHED_SLEEPERS, FORK_BOMB, SCRATCH_FLOOD  # noqa: E402
 
 MEMORY_BOMB = """

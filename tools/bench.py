@@ -30,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .course import catalogue_path, cell_scores, gradebook_url, scratch_course
+from attention_course.grading.course import catalogue_path, cell_scores, gradebook_url, scratch_course
+from .loopback import LoopbackCluster
 from .submissions import BLANK, COMPLETE, load_catalogue, write_class
 
 ASSIGNMENT = "01_self_attention"
@@ -142,7 +143,7 @@ def _floor(course: Path, cwd: Path) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_course.grading bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--students", type=int, default=40, help="class size (default: 40)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -222,8 +223,7 @@ def _bench(scratch: Path, args) -> int:
 
 def _mixed(scratch: Path, args) -> int:
     """A class handing in every assignment, graded by 1 and 2 local workers and by 2 Dask workers."""
-    from .cluster import LoopbackCluster
-    from .course import available
+    from attention_course.grading.course import available
 
     assignments = [a for a in available() if catalogue_path(a).exists()]
     n, cores = args.class_size, os.cpu_count() or 1
@@ -271,7 +271,7 @@ def class_main(argv=None) -> int:
     """``make bench-class``: a large class of 01 graded by the course command, seconds per block as it goes."""
     import re
 
-    parser = argparse.ArgumentParser(prog="python -m attention_course.grading bench-class",
+    parser = argparse.ArgumentParser(prog="python -m tools bench-class",
                                      description="Grade N synthetic hand-ins of 01 with the course command and "
                                                  "print the seconds each block of hand-ins took, as it goes: does "
                                                  "the cost per hand-in stay flat as the gradebook grows?")
