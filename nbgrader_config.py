@@ -53,8 +53,8 @@ import os  # noqa: E402
 c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "exchange")
 os.makedirs(c.Exchange.root, mode=0o777, exist_ok=True)  # nbgrader requires it to exist
-# The assignments, in teaching order, are listed once: ASSIGNMENTS in
-# attention_course/grading/course.py, which the Makefile and the tests iterate over.
+# The assignments are the folders of source/ named NN_name, in the order of their numbers
+# (attention_course.grading.course.available, which the Makefile and the tests iterate over).
 c.CourseDirectory.solution_directory = "solutions"
 # Files nbgrader never copies between folders: its defaults, plus the grader's fingerprint of a graded
 # hand-in (autograded/<student>/<assignment>/), which must not travel into feedback/ to students.

@@ -98,3 +98,14 @@ def test_the_package_leaves_the_developers_tools_outside():
                              "print(' '.join(m for m in sys.modules if m.startswith('attention_course')))"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert sorted(loaded) == ["attention_course", "attention_course._notebook"], loaded
+
+
+def test_an_assignment_is_its_folder(tmp_path):
+    """Adding an assignment is adding source/<NN_name>/: nothing else lists the assignments."""
+    from attention_course.grading.course import available
+
+    for name in ("07_attention_backward", "01_self_attention", ".ipynb_checkpoints", "notes", "10_later"):
+        (tmp_path / "source" / name).mkdir(parents=True)
+    (tmp_path / "source" / "08_a_file.txt").write_text("")
+    assert available(tmp_path) == ["01_self_attention", "07_attention_backward", "10_later"]
+    assert available(tmp_path / "nowhere") == []

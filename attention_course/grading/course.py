@@ -8,23 +8,19 @@ import re
 import shutil
 from pathlib import Path
 
-#: The assignments, in teaching order; each is a folder of ``source/``.
-ASSIGNMENTS = [
-    "01_self_attention",
-    "02_multihead_attention",
-    "03_masking",
-    "04_msa_attention",
-    "05_hand_designed_transformers",
-    "06_efficient_attention",
-]
+#: An assignment is a folder of ``source/`` named ``<two digits>_<name>``; the digits give the teaching order.
+ASSIGNMENT_NAME = re.compile(r"\d\d_\w+")
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "attention_course"
 
 
 def available(course: Path = ROOT) -> list[str]:
-    """The assignments of :data:`ASSIGNMENTS` that have a source folder in ``course``."""
-    return [a for a in ASSIGNMENTS if (course / "source" / a).is_dir()]
+    """The assignments of ``course``, in teaching order: its ``source/`` folders named like :data:`ASSIGNMENT_NAME`
+    (adding an assignment is adding its folder)."""
+    folder = course / "source"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and ASSIGNMENT_NAME.fullmatch(p.name)) \
+        if folder.is_dir() else []
 
 
 def gradebook_url(course: Path = ROOT) -> str:
