@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attention_course.checks import EXPECTED_LOG
 from attention_course.grading.course import ROOT, catalogue_path, cell_scores, gradebook_url, scratch_course
-from attention_course.grading.nbgrader_ext import (
+from attention_course.grading.cells import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
 from tools.submissions import (

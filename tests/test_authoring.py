@@ -21,7 +21,7 @@ import ast
 import pytest
 
 from attention_course.grading.course import available
-from attention_course.grading.judge import python_source
+from attention_course.grading.cells import python_source
 
 from harness import masters
 

@@ -15,7 +15,7 @@ import torch
 from attention_course import gradients
 from attention_course.grading import wire
 from attention_course.grading.course import ROOT
-from attention_course.grading.judge import free_names
+from attention_course.grading.cells import free_names
 from attention_course.grading.sandbox import landlock_abi
 
 
@@ -83,17 +83,19 @@ def test_oversized_json_is_rejected_before_it_is_read():
 def test_arguments_cross_as_copies_and_in_place_changes_are_still_seen():
     """The kernel's changes to an argument never reach the judge's object; check_unchanged still sees them."""
     from attention_course import check_unchanged
-    from attention_course.grading.judge import record_change
+    from attention_course.grading.trust import changed_in_place
 
     X = np.arange(6.0).reshape(2, 3)
     before = X.copy()
     check_unchanged(before, X, "X")
-    record_change(X, X * 0)  # what a call that zeroed its input in place sends back
+    message = changed_in_place("scale", [X], [X * 0], ["X"])  # what a call that zeroed its input sends back
     assert np.array_equal(X, before), "the judge's own array must not change"
+    assert message.startswith("your function scale changed its argument X in place"), message
     with pytest.raises(AssertionError, match="modified in place"):
         check_unchanged(before, X, "X")
     t = torch.ones(3)
-    record_change(t, torch.ones(3))  # unchanged: nothing is noted
+    assert changed_in_place("f", [t], [torch.ones(3)], ["t"]) is None  # unchanged: nothing is noted
+    assert "a function of yours changed an argument" in changed_in_place("<lambda>", [X], [X + 1], [None])
     check_unchanged(torch.ones(3), t, "t")
 
 

@@ -17,7 +17,8 @@ from attention_course import (
     assert_close, check_shape, check_sums_to_one, check_unchanged, plot_attention, plot_matrices,
     projection_params, to_numpy, toy_sentence,
 )
-from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, HideHiddenTests, replace_blocks, uncomment
+from attention_course.grading.cells import replace_blocks, uncomment
+from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, HideHiddenTests
 from tools.submissions import Submission, apply_submission, solved_notebook
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attention_course.grading.course import ROOT, available, catalogue_path
-from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
+from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
 from tools.submissions import (
     BEGIN_SOLUTION, END_SOLUTION, apply_submission, load_catalogue, read_notebook, solved_notebook, write_notebook,
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attention_course"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attention_course"
 MODULES = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
@@ -113,3 +114,32 @@ def test_an_assignment_is_its_folder(tmp_path):
     (tmp_path / "source" / "08_a_file.txt").write_text("")
     assert available(tmp_path) == ["01_self_attention", "07_attention_backward", "10_later"]
     assert available(tmp_path / "nowhere") == []
+
+
+def test_the_trust_ledger_is_true():
+    """Every function ARCHITECTURE.md's trust ledger names exists, and so does every test it names; the first
+    table's rules are all in the trust package."""
+    import importlib
+    import re
+
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    ledger = text[text.index("## Trust ledger"):text.index("## Where the code is")]
+    rows = [line.split(" | ") for line in ledger.splitlines() if line.startswith("| ") and not line.startswith("| rule")]
+    assert len(rows) >= 20, "the ledger lost its rows"
+    first = ledger[:ledger.index("### What a hand-in's code may do")]
+    for line in first.splitlines():
+        if line.startswith("| ") and not line.startswith("| rule"):
+            enforced = line.split(" | ")[1]
+            assert re.match(r"`trust\.\w+`", enforced), f"a rule of the first table is enforced outside trust/: {line}"
+    for rule, enforced, attacked in rows:
+        for dotted in re.findall(r"`(\w+(?:\.\w+)+)`", enforced):
+            module, *attrs = dotted.split(".")
+            obj = importlib.import_module(f"attention_course.grading.{module}")
+            for attr in attrs:
+                assert hasattr(obj, attr), f"the ledger names {dotted}, which does not exist ({rule})"
+                obj = getattr(obj, attr)
+        for test_file, test in re.findall(r"(test_\w+\.py)::(\w+)", attacked):
+            source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
+            assert f"def {test}(" in source, f"the ledger names {test_file}::{test}, which does not exist"
+        for test_file in re.findall(r"`?(test_\w+\.py)", attacked):
+            assert (ROOT / "tests" / test_file).exists(), f"the ledger names {test_file}, which does not exist"

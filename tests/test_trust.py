@@ -104,6 +104,49 @@ def test_names_from_a_hand_in_are_printed_escaped():
     assert trust.display_name("a\x1b[2Jb\nc") == "a\\x1b[2Jb\\x0ac"
 
 
+def _cell(source, kind="code", **nbgrader):
+    return {"cell_type": kind, "source": source, "metadata": {"nbgrader": nbgrader} if nbgrader else {}, "outputs": []}
+
+
+def test_a_hand_in_cannot_change_what_its_cells_are():
+    """Forged points and roles, a rewritten test, moved, duplicated and deleted cells: the gradebook and the
+    master decide; the student's text survives only in the cells that are theirs."""
+    gradebook = {"setup": ("code", "import numpy as np", True, "c1", None, None),
+                 "answer": ("code", "# your code", False, None, 3.0, "solution"),
+                 "test": ("code", "assert f() == 1", True, "c2", 2.0, None)}
+    forged_test = _cell("assert True", grade=True, grade_id="test", locked=False, points=100)
+    forged_test["outputs"] = [{"output_type": "display_data", "data": {"text/html": "<script>x()</script>"}}]
+    bonus = _cell("print(1)", grade=True, grade_id="bonus", points=50, solution=True)
+    bonus["metadata"]["tags"] = ["skip-execution"]
+    hand_in = [forged_test, _cell("def f():\n    return 1", grade_id="answer", solution=True, points=99), bonus,
+               _cell("def f():\n    return 2", grade_id="answer", solution=True)]
+    missing = []
+    cells = trust.rebuilt_cells(hand_in, gradebook, ["setup", "answer", "test"], missing.append)
+    assert missing == ["setup"]
+    assert [c.source for c in cells] == ["import numpy as np", "def f():\n    return 1", "print(1)",
+                                         "def f():\n    return 2", "assert f() == 1"]
+    md = [c.metadata.get("nbgrader", {}) for c in cells]
+    assert md[1]["points"] == 3.0 and md[1]["solution"] and not md[1]["locked"]
+    assert md[4] == {"grade": True, "grade_id": "test", "locked": True, "solution": False, "schema_version": 3,
+                     "cell_type": "code", "points": 2.0, "checksum": "c2"}
+    assert cells[2].metadata == {} and cells[3].metadata == {}, "a forged or duplicated cell is plain student code"
+    assert all(c.outputs == [] for c in cells)
+
+
+def test_the_judge_takes_only_what_the_master_lets_students_define(tmp_path):
+    import nbformat
+
+    master = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import numpy as np\ndef helper(x):\n    return x", metadata={"nbgrader": {"locked": True}}),
+        nbformat.v4.new_code_cell("def f(x):\n    return x\n### BEGIN STARTER\n# g = 1\n### END STARTER\nhelper = 0"),
+    ])
+    (tmp_path / "source" / "a").mkdir(parents=True)
+    nbformat.write(master, tmp_path / "source" / "a" / "nb.ipynb")
+    hand_in = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("evil = 1\ndef f(x):\n    return 0")])
+    assert trust.student_names(tmp_path, "a", "nb", hand_in) == {"f", "g"}, "locked names and extras are not taken"
+    assert trust.student_names(tmp_path, "b", "nb", hand_in) == {"evil", "f"}, "no master: the hand-in's own cells"
+
+
 def test_grades_stay_within_what_a_cell_allows():
     assert trust.capped_grade(7, 3, 5) == (5.0, 1.25)
     assert trust.capped_grade(-2, -1, 5) == (0.0, 0.0)

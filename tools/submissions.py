@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attention_course.grading.nbgrader_ext import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks
+from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 

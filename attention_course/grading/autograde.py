@@ -25,7 +25,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from . import trust
-from .course import PACKAGE_DIR, available, gradebook_url, plain_id, unusable_folders
+from .course import PACKAGE_DIR, available, gradebook_url, unusable_folders
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -113,7 +113,7 @@ def plan(course: Path, assignments: list[str], db_url: str, course_id: str, forc
         base = course_fingerprint(course, assignment)
         graded = set() if force else _graded(db_url, course_id, assignment)
         for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
-            if not folder.is_dir() or not plain_id(folder.parent.name):
+            if not folder.is_dir() or not trust.plain_id(folder.parent.name):
                 continue
             student = folder.parent.name
             job = Job(assignment, student, fingerprint(course, assignment, student, base))
@@ -285,7 +285,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     processes."""
     course = course.resolve()
     assignments = assignments or available(course)
-    unknown = [a for a in assignments if not plain_id(a) or not (course / "source" / a).is_dir()]
+    unknown = [a for a in assignments if not trust.plain_id(a) or not (course / "source" / a).is_dir()]
     if unknown:
         raise SystemExit(f"no such assignment in {course / 'source'}: {', '.join(unknown)}")
     db_url = db_url or gradebook_url(course)

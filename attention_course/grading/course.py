@@ -8,6 +8,8 @@ import re
 import shutil
 from pathlib import Path
 
+from . import trust
+
 #: An assignment is a folder of ``source/`` named ``<two digits>_<name>``; the digits give the teaching order.
 ASSIGNMENT_NAME = re.compile(r"\d\d_\w+")
 
@@ -42,22 +44,12 @@ def scratch_course(folder: Path, assignments: list[str], config: str | None = No
     return course
 
 
-_PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}")
-
-
-def plain_id(name: str) -> bool:
-    """Whether a student or assignment id is safe to hand to nbgrader and to use in paths.
-
-    nbgrader treats ids as glob patterns (``*`` would select every student) and as path parts."""
-    return bool(_PLAIN_ID.fullmatch(name)) and ".." not in name
-
-
 def unusable_folders(course: Path) -> list[str]:
     """Folders in ``submitted/`` whose name is not a plain student id (never graded, reported)."""
     folder = course / "submitted"
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not plain_id(p.name))
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not trust.plain_id(p.name))
 
 
 def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
@@ -68,8 +60,6 @@ def submission_problems(course: Path, student: str, assignment: str, notebooks: 
     """What kept a hand-in from being graded as handed in: files refused as data (links, pipes, devices, hard
     links to files outside it, files too large), missing, renamed, unreadable or ungraded notebooks."""
     import json
-
-    from . import trust
 
     folder = course / "submitted" / student / assignment
     if not os.path.lexists(folder):

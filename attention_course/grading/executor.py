@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -24,7 +23,6 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, List, Unicode
 
 from . import forkserver, trust
-from .judge import bound_names
 from .judgeproc import JudgeProcess
 from .kernel import POOL, SERVE, Kernel
 
@@ -51,37 +49,6 @@ def _is_test(md) -> bool:
 def _is_blank(source: str) -> bool:
     """A cell that does nothing when run: only blank lines and comments."""
     return all(not line.strip() or line.lstrip().startswith("#") for line in source.splitlines())
-
-
-def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset:
-    """The names the judge may take from the student's kernel: those the master's unlocked code cells
-    (solutions, starter code, demonstrations) bind, minus every name a locked cell binds.
-
-    The master is read from ``source/``; without it, the names the hand-in's own unlocked cells bind."""
-    from .nbgrader_ext import BEGIN_STARTER, END_STARTER, replace_blocks, uncomment
-
-    locked = set()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked"):
-            locked |= bound_names(cell.source)
-    sources = []
-    try:
-        master = json.loads((course / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
-        for cell in master["cells"]:
-            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            if cell["cell_type"] != "code":
-                continue
-            if cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
-                locked |= bound_names(src)
-            else:
-                sources.append(replace_blocks(src, BEGIN_STARTER, END_STARTER, uncomment))
-    except (OSError, ValueError, KeyError, TypeError):
-        sources = [c.source for c in nb.cells if c.cell_type == "code"
-                   and not c.metadata.get("nbgrader", {}).get("locked")]
-    names = set()
-    for src in sources:
-        names |= bound_names(src)
-    return frozenset(names - locked)
 
 
 class JudgedExecute(NbGraderPreprocessor):
@@ -132,7 +99,7 @@ class JudgedExecute(NbGraderPreprocessor):
         # any test and never taken from the student's kernel, wherever a hand-in put or shadowed them.
         self._locked = [c.source for c in nb.cells if c.cell_type == "code"
                         and c.metadata.get("nbgrader", {}).get("locked") and not _is_test(c.metadata["nbgrader"])]
-        self._allowed = student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
+        self._allowed = trust.student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
         self.kernel = None
         self.judge = None
         os.environ.setdefault("MPLBACKEND", "Agg")

@@ -12,16 +12,15 @@ so nothing a submission replaces, wraps or rewrites in its kernel can change a v
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
-import functools
 import io
 import socket
 import sys
 import time
 
-from . import wire
+from . import trust, wire
+from .cells import compiled, free_names
 
 
 class GradingInterrupt(BaseException):
@@ -222,16 +221,12 @@ class Connection:
                 try:
                     value = dec.decode(msg["ok"])
                     echo = msg.get("echo")
-                    changed = []
-                    if isinstance(echo, list) and len(echo) == len(sent_arrays):
-                        names = msg.get("names") if isinstance(msg.get("names"), list) else []
-                        for i, (original, new) in enumerate(zip(sent_arrays, (dec.decode(e) for e in echo))):
-                            if record_change(original, new):
-                                changed.append(names[i] if i < len(names) else None)
+                    echo = [dec.decode(e) for e in echo] if isinstance(echo, list) and len(echo) == len(sent_arrays) else None
                 except wire.WireError as exc:
                     raise StudentError(f"the result could not be read: {exc}") from None
-                if changed and req.get("op") in ("call", "vjp"):
-                    raise AssertionError(in_place_message(msg.get("fn"), changed))
+                failure = trust.changed_in_place(msg.get("fn"), sent_arrays, echo, msg.get("names"))
+                if failure and req.get("op") in ("call", "vjp"):
+                    raise AssertionError(failure)
                 return value
         finally:
             self._callbacks.clear()
@@ -267,36 +262,6 @@ class Connection:
         return self.request(req)
 
 
-def record_change(original, new) -> bool:
-    """Note how a call left the student's copy of an argument, without touching the judge's object;
-    whether the call changed it.
-
-    Arguments cross to the kernel as copies, so nothing the student's code does to them can change
-    the test's own arrays (and the references computed from them). ``check_unchanged`` reads what
-    is noted here to tell whether the student's code modified its input in place."""
-    from attention_course import checks
-
-    if wire.same_value(original, new):
-        return False
-    checks.note_changed_in_place(original, new)
-    return True
-
-
-def _plain_name(name) -> str | None:
-    """A name the kernel reported, if it is an identifier (it is untrusted text that reaches a message)."""
-    return name if isinstance(name, str) and name.isidentifier() and len(name) <= 60 else None
-
-
-def in_place_message(function, arguments: list) -> str:
-    """What a test says when a student's function changed an argument it was given (every call, every cell)."""
-    names = sorted({n for n in map(_plain_name, arguments) if n})
-    what = (f"its argument{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else "an argument")
-    who = _plain_name(function) or "a function of yours"
-    return (f"your function {who} changed {what} in place: the caller's arrays must be left as they were. "
-            "Work on new arrays (e.g. `Q = X @ W + b`, `x = x - x.max()`), not `X += ...`, `x -= ...` or "
-            "`x[...] = ...` on an argument.")
-
-
 def _remote_error(err) -> BaseException:
     if not isinstance(err, dict):
         return StudentError(str(err)[:2000])
@@ -308,59 +273,6 @@ def _remote_error(err) -> BaseException:
     if name == "KeyboardInterrupt":
         return KernelTimeout("the student's code took too long and was interrupted")
     return StudentError(f"{name}: {msg}" if msg else name)
-
-
-@functools.lru_cache(maxsize=1024)  # a class's notebooks share their test cells: analyse each once
-def free_names(source: str) -> tuple[str, ...]:
-    """Names a cell reads but never binds itself (in order of first appearance), without built-ins."""
-    tree = ast.parse(source)
-    bound, read = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                if node.id not in read:
-                    read.append(node.id)
-            else:
-                bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-    return tuple(n for n in read if n not in bound and not hasattr(builtins, n))
-
-
-@functools.lru_cache(maxsize=4096)  # asked of the same master cells for every hand-in: analyse each once
-def bound_names(source: str) -> frozenset[str]:
-    """Every name a cell binds anywhere (assignments, definitions, imports, loop variables)."""
-    try:
-        tree = ast.parse(python_source(source))
-    except SyntaxError:
-        return frozenset()
-    bound = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return frozenset(bound)
-
-
-@functools.lru_cache(maxsize=1024)
-def compiled(cell_source: str):
-    """A cell as plain Python, compiled (cached: the same test cells run for every student)."""
-    code = python_source(cell_source)
-    return code, compile(code, "<test>", "exec")
-
-
-def python_source(cell_source: str) -> str:
-    """IPython syntax (magics, ``!``) turned into plain Python, as the kernel would see it."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    return TransformerManager().transform_cell(cell_source)
 
 
 class Judge:

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -29,58 +28,14 @@ from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
 from . import nbgrader_patches, trust
+from .cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, quiet_docstring, replace_blocks, uncomment
 
-BEGIN_STARTER = "### BEGIN STARTER"
-END_STARTER = "### END STARTER"
-BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
-END_HIDDEN = "### END HIDDEN TESTS"
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 #: The course's nbconvert templates (the feedback page), searched before nbgrader's own.
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
 nbgrader_patches.install()
-
-
-def replace_blocks(source: str, begin: str, end: str, keep) -> str:
-    """Replace every ``begin``/``end`` block of ``source``.
-
-    ``keep(lines, indent)`` receives the lines strictly inside a block and the
-    indentation of its ``begin`` line, and returns the lines to put in its
-    place. Raises ``ValueError`` on an unclosed or nested block.
-    """
-    out, block, indent = [], None, ""
-    for line in source.split("\n"):
-        stripped = line.strip()
-        if stripped.startswith(begin):
-            if block is not None:
-                raise ValueError(f"nested '{begin}' block")
-            block, indent = [], line[: len(line) - len(line.lstrip())]
-        elif stripped.startswith(end):
-            if block is None:
-                raise ValueError(f"'{end}' without '{begin}'")
-            out.extend(keep(block, indent))
-            block = None
-        elif block is not None:
-            block.append(line)
-        else:
-            out.append(line)
-    if block is not None:
-        raise ValueError(f"'{begin}' block is not closed")
-    return "\n".join(out)
-
-
-def uncomment(lines: list[str], indent: str) -> list[str]:
-    """Remove one level of ``# `` from each commented line of a starter block."""
-    result = []
-    for line in lines:
-        body = line[len(indent):] if line.startswith(indent) else line.lstrip()
-        if body.startswith("# "):
-            body = body[2:]
-        elif body.startswith("#"):
-            body = body[1:]
-        result.append(indent + body if body else "")
-    return result
 
 
 class ReleaseStarterCode(NbGraderPreprocessor):
@@ -107,23 +62,6 @@ class QuietTestCells(NbGraderPreprocessor):
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
             cell.source = quiet_docstring(cell.source)
         return cell, resources
-
-
-def quiet_docstring(source: str) -> str:
-    """``source`` with its opening docstring turned into comments when it is the cell's last statement."""
-    import ast
-
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return source
-    last = body[-1] if body else None
-    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Constant) and isinstance(last.value.value, str)
-            and last is body[0]):
-        return source
-    lines = source.split("\n")
-    text = [f"# {line}".rstrip() for line in last.value.value.strip().split("\n")]
-    return "\n".join(lines[: last.lineno - 1] + text + lines[last.end_lineno:])
 
 
 class DropStarterCode(ReleaseStarterCode):
@@ -245,43 +183,10 @@ def submitted_outputs(student, assignment, notebook) -> dict:
     return found
 
 
-def master_order(assignment: str, notebook: str, names: list[str]) -> list[str]:
-    """``names`` (gradebook cells) in the order of the master notebook in ``source/``, where it can be read;
-    cells the master does not hold keep their gradebook place after their predecessor."""
-    try:
-        with open(os.path.join("source", assignment, f"{notebook}.ipynb"), encoding="utf-8") as f:
-            master = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in json.load(f)["cells"]]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return list(names)
-    known = set(names)
-    ordered = [n for n in master if n in known]
-    for i, name in enumerate(names):
-        if name not in ordered:
-            before = next((names[j] for j in range(i - 1, -1, -1) if names[j] in ordered), None)
-            ordered.insert(ordered.index(before) + 1 if before else 0, name)
-    return list(dict.fromkeys(ordered))
-
-
-def keep_attachments(new, cell) -> None:
-    """A student's Markdown cell keeps its pasted images (:func:`.trust.inert_attachments`), nothing else."""
-    from nbformat import NotebookNode
-
-    kept = trust.inert_attachments(cell.get("attachments"))
-    if kept:
-        new.attachments = NotebookNode(kept)
-
-
 class TrustGradebook(NbGraderPreprocessor):
-    """Rebuild a submission's cells from the gradebook before autograde; trust none of its metadata.
-
-    A cell whose ``grade_id`` names a gradebook cell (first occurrence only) gets that cell's
-    metadata (grade flag, points, lock) from the gradebook, and, when locked, its source too.
-    Every other cell becomes a plain student cell: its nbgrader metadata, tags (such as
-    ``skip-execution``) and outputs are dropped. The gradebook cells stand in the master's order
-    (missing ones put back); each plain cell follows the gradebook cell it followed in the hand-in,
-    so no moving, duplicating or deleting of cells changes what runs before a test. The kernel is
-    always the course's.
-    """
+    """nbgrader's sanitize step, replaced: a hand-in's cells rebuilt from the gradebook by
+    :func:`.trust.rebuilt_cells`, in the master's order (:func:`.trust.master_order`); its notebook metadata
+    dropped, so the kernel is always the course's."""
 
     def preprocess(self, nb, resources):
         from nbformat import NotebookNode
@@ -290,66 +195,16 @@ class TrustGradebook(NbGraderPreprocessor):
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gb:
             notebook = gb.find_notebook(info["notebook"], info["assignment"])
-            source = {c.name: (c.cell_type, c.source, bool(c.locked), c.checksum) for c in notebook.source_cells}
-            order = [c.name for c in notebook.source_cells]
             points = {c.name: c.max_score for c in notebook.grade_cells}
             points.update({c.name: c.max_score for c in notebook.task_cells})
-            solutions = {c.name for c in notebook.solution_cells}
-            tasks = {c.name for c in notebook.task_cells}
-
-        def trusted(name, cell=None):
-            cell_type, src, locked, checksum = source[name]
-            if cell is not None and not locked:
-                text = cell.get("source", "")
-                src = "".join(text) if isinstance(text, list) else str(text)
-            md = {"grade": name in points and name not in tasks, "grade_id": name, "locked": locked,
-                  "solution": name in solutions, "schema_version": 3, "cell_type": cell_type}
-            if name in points:
-                md["points"] = points[name]
-            if name in tasks:
-                md["task"] = True
-            if checksum:
-                md["checksum"] = checksum
-            new = NotebookNode(cell_type=cell_type, metadata=NotebookNode(nbgrader=NotebookNode(md)), source=src)
-            if cell_type == "code":
-                new.outputs, new.execution_count = [], None
-            elif cell_type == "markdown" and cell is not None and not locked:
-                keep_attachments(new, cell)
-            return new
-
-        def plain(cell):
-            kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
-            text = cell.get("source", "")
-            new = NotebookNode(cell_type=kind, metadata=NotebookNode(),
-                               source="".join(text) if isinstance(text, list) else str(text))
-            if kind == "code":
-                new.outputs, new.execution_count = [], None
-            elif kind == "markdown":
-                keep_attachments(new, cell)
-            return new
-
-        # The master's order, wherever the hand-in put (or duplicated) its cells: each gradebook cell at
-        # its master position, the student's other cells after the gradebook cell they followed.
-        order = master_order(info["assignment"], info["notebook"], order)
-        placed, after = {}, {None: []}
-        anchor = None
-        for cell in nb.get("cells", []):
-            md = cell.get("metadata", {}).get("nbgrader", {})
-            name = md.get("grade_id") if isinstance(md, dict) else None
-            if isinstance(name, str) and name in source and name not in placed:
-                placed[name] = cell
-                anchor = name
-            else:
-                after.setdefault(anchor, []).append(plain(cell))
-        cells = list(after[None])
-        for name in order:
-            if name not in placed:
-                self.log.warning("%s: cell %s was missing and is put back", info["student"], name)
-            cells.append(trusted(name, placed.get(name)))
-            cells.extend(after.get(name, []))
-        nb.cells = cells
-        for cell in nb.cells:
-            cell.pop("id", None)
+            roles = {c.name: "solution" for c in notebook.solution_cells}
+            roles.update({c.name: "task" for c in notebook.task_cells})
+            cells = {c.name: (c.cell_type, c.source, bool(c.locked), c.checksum, points.get(c.name), roles.get(c.name))
+                     for c in notebook.source_cells}
+            order = [c.name for c in notebook.source_cells]
+        order = trust.master_order(".", info["assignment"], info["notebook"], order)
+        nb.cells = trust.rebuilt_cells(nb.get("cells", []), cells, order, missing=lambda name: self.log.warning(
+            "%s: cell %s was missing and is put back", info["student"], name))
         nb.nbformat, nb.nbformat_minor = 4, 4
         nb.metadata = NotebookNode(kernelspec=NotebookNode(name="python3", display_name="Python 3", language="python"),
                                    language_info=NotebookNode(name="python"))

@@ -1,0 +1,125 @@
+"""The text of a notebook cell: the course's block markers, and which names a cell binds and reads.
+
+Shared by the release (starter and hidden-test blocks), the trust rules (which names the judge may take from a
+kernel) and the judge (which names a test cell needs). Plain functions of a cell's source, nothing else.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+
+BEGIN_STARTER = "### BEGIN STARTER"
+END_STARTER = "### END STARTER"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
+
+
+def replace_blocks(source: str, begin: str, end: str, keep) -> str:
+    """Replace every ``begin``/``end`` block of ``source``.
+
+    ``keep(lines, indent)`` receives the lines strictly inside a block and the
+    indentation of its ``begin`` line, and returns the lines to put in its
+    place. Raises ``ValueError`` on an unclosed or nested block.
+    """
+    out, block, indent = [], None, ""
+    for line in source.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(begin):
+            if block is not None:
+                raise ValueError(f"nested '{begin}' block")
+            block, indent = [], line[: len(line) - len(line.lstrip())]
+        elif stripped.startswith(end):
+            if block is None:
+                raise ValueError(f"'{end}' without '{begin}'")
+            out.extend(keep(block, indent))
+            block = None
+        elif block is not None:
+            block.append(line)
+        else:
+            out.append(line)
+    if block is not None:
+        raise ValueError(f"'{begin}' block is not closed")
+    return "\n".join(out)
+
+
+def uncomment(lines: list[str], indent: str) -> list[str]:
+    """Remove one level of ``# `` from each commented line of a starter block."""
+    result = []
+    for line in lines:
+        body = line[len(indent):] if line.startswith(indent) else line.lstrip()
+        if body.startswith("# "):
+            body = body[2:]
+        elif body.startswith("#"):
+            body = body[1:]
+        result.append(indent + body if body else "")
+    return result
+
+
+def quiet_docstring(source: str) -> str:
+    """``source`` with its opening docstring turned into comments when it is the cell's last statement."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return source
+    last = body[-1] if body else None
+    if not (isinstance(last, ast.Expr) and isinstance(last.value, ast.Constant) and isinstance(last.value.value, str)
+            and last is body[0]):
+        return source
+    lines = source.split("\n")
+    text = [f"# {line}".rstrip() for line in last.value.value.strip().split("\n")]
+    return "\n".join(lines[: last.lineno - 1] + text + lines[last.end_lineno:])
+
+
+@functools.lru_cache(maxsize=1024)  # a class's notebooks share their test cells: analyse each once
+def free_names(source: str) -> tuple[str, ...]:
+    """Names a cell reads but never binds itself (in order of first appearance), without built-ins."""
+    tree = ast.parse(source)
+    bound, read = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                if node.id not in read:
+                    read.append(node.id)
+            else:
+                bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return tuple(n for n in read if n not in bound and not hasattr(builtins, n))
+
+
+@functools.lru_cache(maxsize=4096)  # asked of the same master cells for every hand-in: analyse each once
+def bound_names(source: str) -> frozenset[str]:
+    """Every name a cell binds anywhere (assignments, definitions, imports, loop variables)."""
+    try:
+        tree = ast.parse(python_source(source))
+    except SyntaxError:
+        return frozenset()
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return frozenset(bound)
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(cell_source: str):
+    """A cell as plain Python, compiled (cached: the same test cells run for every student)."""
+    code = python_source(cell_source)
+    return code, compile(code, "<test>", "exec")
+
+
+def python_source(cell_source: str) -> str:
+    """IPython syntax (magics, ``!``) turned into plain Python, as the kernel would see it."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(cell_source)

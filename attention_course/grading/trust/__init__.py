@@ -1,0 +1,32 @@
+"""The course's trust rules, all of them: what a hand-in may be, what of it the grader takes, and what may reach
+a page or the gradebook.
+
+Each rule is one function of this package, called as ``trust.<rule>``, and no other module decides it;
+``ARCHITECTURE.md``'s trust ledger names each function and the test that attacks it. The confinement of the
+processes that run a hand-in's code (sandbox, time and memory caps, the wire format) is machinery in its own
+modules, listed in the ledger's second table.
+
+Files (:mod:`.files`)
+    :func:`inspect_handin` (hand-in files are data), :func:`safe_copy` (copies never follow links),
+    :func:`exchange_metadata` (the exchange's small files re-written from validated values), :func:`plain_id`
+    (ids are plain names), :func:`display_name` (file names printed with control characters escaped).
+Notebooks (:mod:`.notebook`)
+    :func:`rebuilt_cells` (cells, roles, points, locked sources and order come from the gradebook and the
+    master), :func:`student_names` (what the judge may take from a kernel), :func:`changed_in_place` (a
+    function that changes its argument fails the check), :func:`capped_grade` (grades within the cell's points).
+Pages (:mod:`.pages`)
+    :func:`inert_outputs` (outputs as text and raster images), :func:`inert_markdown_cell` (attachments as
+    raster images), :func:`clean_html` and :func:`clean_markdown_html` (HTML from a student's text through
+    an allow-list).
+"""
+
+from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
+                    plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
+from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, rebuilt_cells,
+                       student_names)
+from .pages import RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs
+
+__all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
+           "inspect_handin", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
+           "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names",
+           "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell", "inert_outputs"]

@@ -1,0 +1,194 @@
+"""Trust rules on a hand-in's files: they are data, copies never follow links, the exchange's small files are
+re-written from validated values, and ids and file names are plain before they reach nbgrader, a path or a page."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The largest single file of a hand-in, and the most all its files may hold together.
+MAX_FILE_BYTES = 32 * 2**20
+MAX_HANDIN_BYTES = 128 * 2**20
+#: Names nbgrader itself never copies (its ``CourseDirectory.ignore``), passed over without a word.
+IGNORED = (".ipynb_checkpoints", "__pycache__", ".autograde-fingerprint")
+
+
+@dataclass
+class Handin:
+    """What :func:`inspect_handin` found: the files that may be read, and those refused with the reason."""
+
+    root: Path
+    files: list = field(default_factory=list)  # (absolute path, relative POSIX path, size)
+    refused: list = field(default_factory=list)  # (relative POSIX path, why)
+
+    def problems(self) -> list[str]:
+        return [why if rel == "." else f"{display_name(rel)}: {why}" for rel, why in self.refused]
+
+    @property
+    def whole(self) -> bool:
+        """Whether the hand-in was refused as a whole (its folder, or a folder above it, is not a folder)."""
+        return any(rel == "." for rel, _ in self.refused)
+
+    def readable(self, rel: str) -> bool:
+        return any(r == rel for _, r, _ in self.files)
+
+
+def _kind(mode: int) -> str | None:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link: links are never followed, hand in the file itself"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file, not a file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a file"
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "not a regular file"
+    return None
+
+
+def inspect_handin(root: Path, within: Path | None = None, max_file: int = MAX_FILE_BYTES,
+                   max_total: int = MAX_HANDIN_BYTES) -> Handin:
+    """Rule: hand-in files are data. Walks ``root`` with ``lstat`` only and sorts every entry into the files
+    that may be read and those refused: symbolic links (to anything), named pipes, sockets, device files,
+    files hard-linked to a file outside the hand-in, files over ``max_file`` bytes, and files past
+    ``max_total`` bytes in all. ``root`` itself, and every folder between ``within`` and it, must be a real
+    folder (not a link), or the whole hand-in is refused."""
+    handin = Handin(Path(root))
+    chain = [Path(root)]
+    if within is not None:
+        rel = Path(root).relative_to(within)
+        chain = [Path(within).joinpath(*rel.parts[: i + 1]) for i in range(len(rel.parts))]
+    for folder in chain:
+        try:
+            mode = os.lstat(folder).st_mode
+        except OSError:
+            return handin
+        why = _kind(mode) or (None if stat.S_ISDIR(mode) else "not a folder")
+        if why:
+            name = os.path.relpath(folder, within) if within is not None else folder.name
+            handin.refused.append((".", f"the hand-in folder {display_name(name)} is {why.split(':')[0]}"))
+            return handin
+    total, links = 0, {}
+
+    def walk(folder: Path, prefix: str) -> None:
+        nonlocal total
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            handin.refused.append((prefix or ".", f"cannot be read ({exc.strerror})"))
+            return
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            if entry.name in IGNORED:
+                continue
+            st = entry.stat(follow_symlinks=False)
+            why = _kind(st.st_mode)
+            if why:
+                handin.refused.append((rel, why))
+            elif stat.S_ISDIR(st.st_mode):
+                walk(Path(entry.path), rel + "/")
+            elif st.st_size > max_file:
+                handin.refused.append((rel, f"larger than {max_file // 2**20} MiB ({st.st_size / 2**20:.0f} MiB)"))
+            elif total + st.st_size > max_total:
+                handin.refused.append((rel, f"the hand-in's files pass {max_total // 2**20} MiB in all here"))
+            else:
+                total += st.st_size
+                handin.files.append((Path(entry.path), rel, st.st_size))
+                if st.st_nlink > 1:
+                    links.setdefault((st.st_dev, st.st_ino), [st.st_nlink, []])[1].append(rel)
+
+    walk(Path(root), "")
+    outside = {rel for nlink, rels in links.values() if nlink > len(rels) for rel in rels}
+    if outside:
+        handin.files = [f for f in handin.files if f[1] not in outside]
+        handin.refused += [(rel, "a hard link to a file outside the hand-in") for rel in sorted(outside)]
+    handin.refused.sort()
+    return handin
+
+
+def submitted(course: Path, student: str, assignment: str) -> Handin:
+    """:func:`inspect_handin` of ``submitted/<student>/<assignment>`` (the student's folder checked too)."""
+    return inspect_handin(Path(course) / "submitted" / student / assignment, within=Path(course) / "submitted")
+
+
+def safe_copy(src: Path, dest: Path, log=None, ignore=None) -> list[str]:
+    """Copy the folder ``src`` to ``dest`` (which must not exist) without following any link: the files
+    :func:`inspect_handin` accepts are copied, a symbolic link is copied as the same link (never its target,
+    so that the refusal is reported where the hand-in is graded), and anything else refused is left out.
+    Returns the refusals (also logged as warnings)."""
+    handin = inspect_handin(Path(src))
+    Path(dest).mkdir(parents=True)
+    for path, rel, _ in handin.files:
+        if ignore is not None and ignore(rel):
+            continue
+        target = Path(dest) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target, follow_symlinks=False)
+        shutil.copymode(path, target, follow_symlinks=False)
+    for rel, why in handin.refused:
+        link = Path(src) / rel
+        if rel != "." and os.path.islink(link) and (ignore is None or not ignore(rel)):
+            (Path(dest) / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(link), Path(dest) / rel)
+    problems = handin.problems()
+    for problem in problems:
+        if log is not None:
+            log.warning("not copied from %s: %s", src, problem)
+    return problems
+
+
+def read_small(path: Path, limit: int = 4096) -> str | None:
+    """The text of a small regular file (a hand-in's ``timestamp.txt``), never through a link; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit or st.st_nlink > 1:
+            return None
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    finally:
+        os.close(fd)
+
+
+#: The exchange's own small files that travel with a hand-in (nbgrader's release_feedback needs them beside
+#: the feedback page): each is re-written from its validated value, never copied.
+EXCHANGE_FILES = {"timestamp.txt": re.compile(r"\d{4}-\d{2}-\d{2}[ T][\d:.]+( ?(UTC|[+-]\d{2}:?\d{2}|Z))?"),
+                  "submission_secret.txt": re.compile(r"[A-Za-z0-9_-]{1,128}")}
+
+
+def exchange_metadata(folder: Path) -> dict[str, str]:
+    """The exchange's small files in ``folder`` that are regular files and have the expected form."""
+    found = {}
+    for name, form in EXCHANGE_FILES.items():
+        text = read_small(Path(folder) / name, 256)
+        if text is not None and form.fullmatch(text.strip()):
+            found[name] = text.strip()
+    return found
+
+
+def write_exchange_metadata(folder: Path, metadata: dict[str, str]) -> None:
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, text in metadata.items():
+        if name in EXCHANGE_FILES and EXCHANGE_FILES[name].fullmatch(text):
+            (Path(folder) / name).write_text(text)
+
+
+def display_name(name: str) -> str:
+    """A file name from a hand-in as it may be printed (terminal, CSV, a page): control characters escaped."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", name)
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}")
+
+
+def plain_id(name: str) -> bool:
+    """Rule: a student or assignment id is a plain name, safe to hand to nbgrader and to use in paths
+    (nbgrader treats ids as glob patterns, where ``*`` would select every student, and as path parts)."""
+    return bool(_PLAIN_ID.fullmatch(name)) and ".." not in name

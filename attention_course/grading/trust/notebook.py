@@ -1,0 +1,173 @@
+"""Trust rules on a hand-in's notebook and what the grader takes from it: cells rebuilt from the gradebook in
+the master's order, the names the judge may fetch from a kernel, arguments changed in place, and grades within
+their cells' points."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .. import wire
+from ..cells import BEGIN_STARTER, END_STARTER, bound_names, replace_blocks, uncomment
+from .pages import inert_attachments
+
+
+def _source(cell) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def master_order(course: Path, assignment: str, notebook: str, names: list[str]) -> list[str]:
+    """``names`` (gradebook cells) in the order of the master notebook in ``source/``, where it can be read;
+    cells the master does not hold keep their gradebook place after their predecessor."""
+    try:
+        master = json.loads((Path(course) / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+        master = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in master["cells"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return list(names)
+    known = set(names)
+    ordered = [n for n in master if n in known]
+    for i, name in enumerate(names):
+        if name not in ordered:
+            before = next((names[j] for j in range(i - 1, -1, -1) if names[j] in ordered), None)
+            ordered.insert(ordered.index(before) + 1 if before else 0, name)
+    return list(dict.fromkeys(ordered))
+
+
+def rebuilt_cells(cells: list, gradebook: dict, order: list[str], missing=None) -> list:
+    """Rule: a hand-in's cells as they are graded, rebuilt from the gradebook; none of its metadata is trusted.
+
+    ``gradebook`` maps each gradebook cell's name to ``(cell_type, source, locked, checksum, points, role)``
+    (``points`` None for an ungraded cell, ``role`` "solution", "task" or None); ``order`` is the master's.
+    A cell whose ``grade_id`` names a gradebook cell (first occurrence only) gets that cell's metadata from the
+    gradebook, and, when locked, its source too. Every other cell becomes a plain student cell: its nbgrader
+    metadata, tags (such as ``skip-execution``) and outputs are dropped. The gradebook cells stand in the
+    master's order (missing ones put back, each reported through ``missing(name)``); each plain cell follows
+    the gradebook cell it followed in the hand-in, so no moving, duplicating or deleting of cells changes
+    what runs before a test. Markdown cells keep only their pasted raster images."""
+    from nbformat import NotebookNode
+
+    def fresh(kind, md, src, cell):
+        new = NotebookNode(cell_type=kind, metadata=NotebookNode(md), source=src)
+        if kind == "code":
+            new.outputs, new.execution_count = [], None
+        elif kind == "markdown" and cell is not None:
+            kept = inert_attachments(cell.get("attachments"))
+            if kept:
+                new.attachments = NotebookNode(kept)
+        return new
+
+    def trusted(name, cell=None):
+        kind, src, locked, checksum, points, role = gradebook[name]
+        md = {"grade": points is not None and role != "task", "grade_id": name, "locked": locked,
+              "solution": role == "solution", "schema_version": 3, "cell_type": kind}
+        if points is not None:
+            md["points"] = points
+        if role == "task":
+            md["task"] = True
+        if checksum:
+            md["checksum"] = checksum
+        student = cell is not None and not locked
+        return fresh(kind, {"nbgrader": NotebookNode(md)}, _source(cell) if student else src, cell if student else None)
+
+    def plain(cell):
+        kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "raw"
+        return fresh(kind, {}, _source(cell), cell)
+
+    placed, after, anchor = {}, {None: []}, None
+    for cell in cells:
+        md = cell.get("metadata", {}).get("nbgrader", {})
+        name = md.get("grade_id") if isinstance(md, dict) else None
+        if isinstance(name, str) and name in gradebook and name not in placed:
+            placed[name], anchor = cell, name
+        else:
+            after.setdefault(anchor, []).append(plain(cell))
+    rebuilt = list(after[None])
+    for name in order:
+        if name not in placed and missing is not None:
+            missing(name)
+        rebuilt.append(trusted(name, placed.get(name)))
+        rebuilt.extend(after.get(name, []))
+    return rebuilt
+
+
+def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset:
+    """Rule: the names the judge may take from the student's kernel are those the master's unlocked code
+    cells (solutions, starter code, demonstrations) bind, minus every name a locked cell binds.
+
+    The master is read from ``source/``; without it, the names the hand-in's own unlocked cells bind."""
+    locked = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("locked"):
+            locked |= bound_names(cell.source)
+    sources = []
+    try:
+        master = json.loads((Path(course) / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+        for cell in master["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            if cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
+                locked |= bound_names(_source(cell))
+            else:
+                sources.append(replace_blocks(_source(cell), BEGIN_STARTER, END_STARTER, uncomment))
+    except (OSError, ValueError, KeyError, TypeError):
+        sources = [c.source for c in nb.cells if c.cell_type == "code"
+                   and not c.metadata.get("nbgrader", {}).get("locked")]
+    names = set()
+    for src in sources:
+        names |= bound_names(src)
+    return frozenset(names - locked)
+
+
+def _plain_name(name) -> str | None:
+    """A name the kernel reported, if it is an identifier (it is untrusted text that reaches a message)."""
+    return name if isinstance(name, str) and name.isidentifier() and len(name) <= 60 else None
+
+
+def changed_in_place(function, sent: list, returned: list | None, names) -> str | None:
+    """Rule: a student's function that changed an argument in place fails the check that called it (every
+    call, every cell). Arguments cross to the kernel as copies, so nothing the student's code does to them
+    changes the test's own arrays; ``returned`` is the kernel's copies after the call. Each change is noted
+    for ``check_unchanged`` without touching the judge's object. Returns the failure message, or None."""
+    from attention_course import checks
+
+    changed = []
+    if returned is not None and len(returned) == len(sent):
+        names = names if isinstance(names, list) else []
+        for i, (original, new) in enumerate(zip(sent, returned)):
+            if not wire.same_value(original, new):
+                checks.note_changed_in_place(original, new)
+                changed.append(_plain_name(names[i]) if i < len(names) else None)
+    if not changed:
+        return None
+    named = sorted({n for n in changed if n})
+    what = f"its argument{'s' if len(named) > 1 else ''} {', '.join(named)}" if named else "an argument"
+    return (f"your function {_plain_name(function) or 'a function of yours'} changed {what} in place: the "
+            "caller's arrays must be left as they were. Work on new arrays (e.g. `Q = X @ W + b`, "
+            "`x = x - x.max()`), not `X += ...`, `x -= ...` or `x[...] = ...` on an argument.")
+
+
+#: The course's extra-credit rule: extra credit on one cell is at most this share of the cell's points.
+EXTRA_CREDIT_SHARE = 0.25
+
+
+def _number(value) -> float | None:
+    if value is None or value == "":
+        return None
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"a score must be a finite number, not {value!r}")
+    return number
+
+
+def capped_grade(manual, extra, max_score) -> tuple[float | None, float | None]:
+    """Rule: a cell's manual score is between 0 and its points, its extra credit between 0 and
+    ``EXTRA_CREDIT_SHARE`` of its points; values outside are brought to the nearest allowed one."""
+    manual, extra = _number(manual), _number(extra)
+    top = float(max_score) if max_score is not None else math.inf
+    if manual is not None:
+        manual = min(max(manual, 0.0), top)
+    if extra is not None:
+        extra = min(max(extra, 0.0), EXTRA_CREDIT_SHARE * top)
+    return manual, extra

@@ -1,0 +1,154 @@
+"""Trust rules on what of a hand-in reaches a page: outputs as text and raster images, Markdown attachments as
+raster images, and HTML from a student's text through an allow-list."""
+
+from __future__ import annotations
+
+import re
+
+#: Outputs of a hand-in are shown as text and as these raster images; nothing else is rendered.
+RASTER = ("image/png", "image/jpeg", "image/gif")
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _size(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 10_000 else None
+
+
+def inert_outputs(outputs) -> list:
+    """Rule: outputs that came from a hand-in are shown inert. Streams and errors stay text; display data keeps
+    ``text/plain`` and base64 raster images (with at most a numeric width and height); HTML, SVG, JavaScript,
+    Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing else is left."""
+    from nbformat import NotebookNode
+
+    kept = []
+    for out in outputs or []:
+        if not isinstance(out, dict):
+            continue
+        kind = out.get("output_type")
+        if kind == "stream":
+            kept.append(NotebookNode(output_type="stream", name="stderr" if out.get("name") == "stderr" else "stdout",
+                                     text=_text(out.get("text", ""))))
+        elif kind == "error":
+            trace = out.get("traceback") if isinstance(out.get("traceback"), list) else []
+            kept.append(NotebookNode(output_type="error", ename=_text(out.get("ename", "")),
+                                     evalue=_text(out.get("evalue", "")), traceback=[_text(t) for t in trace]))
+        elif kind in ("display_data", "execute_result"):
+            data = out.get("data") if isinstance(out.get("data"), dict) else {}
+            meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}
+            shown, sizes = {}, {}
+            for mime in RASTER:
+                value = data.get(mime)
+                if isinstance(value, str) and _BASE64.fullmatch(value):
+                    shown[mime] = value
+                    own = meta.get(mime) if isinstance(meta.get(mime), dict) else {}
+                    size = {k: _size(own.get(k)) for k in ("width", "height") if _size(own.get(k))}
+                    if size:
+                        sizes[mime] = size
+            if "text/plain" in data:
+                shown["text/plain"] = _text(data["text/plain"])
+            elif not shown and data:
+                shown["text/plain"] = (f"[output of type {', '.join(sorted(map(str, data)))} not shown: pages show "
+                                       "text and images only]")
+            node = NotebookNode(output_type=kind, data=NotebookNode(shown), metadata=NotebookNode(sizes))
+            if kind == "execute_result":
+                count = out.get("execution_count")
+                node.execution_count = count if isinstance(count, int) else None
+            kept.append(node)
+    return kept
+
+
+_ATTACHMENT_NAME = re.compile(r"[\w.\- ]{1,100}")
+_ATTACHMENT_REF = re.compile(r"attachment:([^\s)\"'>]+)")
+
+
+def inert_attachments(attachments) -> dict:
+    """Rule: a Markdown cell's attachments are kept only as base64 raster images (a pasted plot or photo)."""
+    kept = {}
+    for name, bundle in (attachments or {}).items() if isinstance(attachments, dict) else []:
+        if isinstance(name, str) and _ATTACHMENT_NAME.fullmatch(name) and isinstance(bundle, dict):
+            images = {m: v for m, v in bundle.items() if m in RASTER and isinstance(v, str) and _BASE64.fullmatch(v)}
+            if images:
+                kept[name] = images
+    return kept
+
+
+def inert_markdown_cell(cell) -> None:
+    """A Markdown cell as a page may show it: attachments kept by :func:`inert_attachments`, and a reference to
+    one that is not kept made plain (nbconvert refuses to render a notebook that names a missing attachment)."""
+    kept = inert_attachments(cell.get("attachments"))
+    source = cell.get("source", "")
+    source = "".join(source) if isinstance(source, list) else str(source)
+    cell["source"] = _ATTACHMENT_REF.sub(lambda m: m.group(0) if m.group(1) in kept else f"missing-{m.group(0)}",
+                                         source)
+    if kept:
+        cell["attachments"] = kept
+    else:
+        cell.pop("attachments", None)
+
+
+_MATHML = {"math", "mi", "mn", "mo", "ms", "mspace", "mtext", "mrow", "mfrac", "msqrt", "mroot", "mstyle", "merror",
+           "mpadded", "mphantom", "mfenced", "menclose", "msub", "msup", "msubsup", "munder", "mover", "munderover",
+           "mmultiscripts", "mprescripts", "none", "mtable", "mtr", "mtd", "mlabeledtr", "semantics", "annotation"}
+_MATHML_ATTRIBUTES = {"display", "mathvariant", "stretchy", "fence", "separator", "lspace", "rspace", "columnalign",
+                      "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines", "frame", "width", "height",
+                      "depth", "linethickness", "accent", "accentunder", "movablelimits", "form", "minsize", "maxsize",
+                      "symmetric", "largeop", "displaystyle", "scriptlevel", "notation", "encoding", "open", "close",
+                      "separators", "voffset", "align"}
+_HTML = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "del", "details", "div",
+         "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd",
+         "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table",
+         "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul"}
+_ATTRIBUTES = {"*": {"class", "id", "title", "lang", "dir"}, "a": {"href"}, "img": {"src", "alt", "width", "height"},
+               "td": {"colspan", "rowspan", "align"}, "th": {"colspan", "rowspan", "align", "scope"},
+               "ol": {"start"}, **{tag: set(_MATHML_ATTRIBUTES) for tag in _MATHML}}
+_IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-z0-9+/=\s]+")
+_LINK_URL = re.compile(r"(https?://|mailto:)[^\s\x00-\x1f]*|#[\w.:-]*", re.IGNORECASE)
+_CLASSES = re.compile(r"[\w-]{1,40}( [\w-]{1,40}){0,7}")
+_ID_PREFIX = "user-content-"
+
+
+def _attribute(tag: str, name: str, value: str) -> str | None:
+    value = value.strip()
+    if tag == "img" and name == "src":
+        return value if _IMAGE_URL.fullmatch(value) else None
+    if name == "href":
+        if not _LINK_URL.fullmatch(value):
+            return None
+        return f"#{_ID_PREFIX}{value[1:]}" if value.startswith("#") and len(value) > 1 else value
+    if name == "id":
+        return _ID_PREFIX + value if re.fullmatch(r"[\w.:-]{1,100}", value) else None
+    if name == "class":
+        return value if _CLASSES.fullmatch(value) else None
+    if name in ("width", "height", "colspan", "rowspan", "start") and tag in _HTML:
+        return value if re.fullmatch(r"\d{1,5}", value) else None
+    return value
+
+
+def clean_html(fragment) -> str:
+    """Rule: HTML that a student's text became is kept to an allow-list (nh3, the ammonia sanitiser): text
+    formatting, headings, lists, tables, maths as MathML, links (http, https, mailto, this page) and images
+    given inline as base64; no script, style, event handler, form, frame, SVG, object or remote image. Ids
+    are prefixed so that a student's text cannot stand in for the page's own elements.
+
+    Used as nbconvert's ``clean_html`` filter, which the HTML templates apply to Markdown cells, raw cells and
+    code (already highlighted) when ``HTMLExporter.sanitize_html`` is on."""
+    import nh3
+
+    text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
+    return nh3.clean(text, tags=_HTML | _MATHML, clean_content_tags={"script", "style"}, attributes=_ATTRIBUTES,
+                     attribute_filter=_attribute, url_schemes={"http", "https", "mailto", "data"}, link_rel=None,
+                     strip_comments=True)
+
+
+def clean_markdown_html(html) -> str:
+    """nbconvert's ``strip_files_prefix`` followed by :func:`clean_html`. Every HTML template renders Markdown as
+    ``source | markdown2html | strip_files_prefix`` (nbgrader's Formgrader and the course's feedback page
+    too, whose own Markdown blocks skip ``clean_html``), so putting this in that filter's place sanitises
+    every rendered Markdown cell, whichever template draws it."""
+    from nbconvert.filters.strings import strip_files_prefix
+
+    return clean_html(strip_files_prefix(html))
