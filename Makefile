@@ -51,11 +51,11 @@ report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html
 	$(BIN)/python -m attention_course.grading report --out report
 
 check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (~1 min)
-	$(BIN)/ruff check attention_course tests nbgrader_config.py
+	$(BIN)/ruff check attention_course tools tests nbgrader_config.py
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser (~19 min, 2 cores)
-	$(BIN)/python -m pytest -q
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in two processes (~12 min, 2 cores)
+	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)
 	$(BIN)/python -m tools bench

@@ -24,10 +24,30 @@ SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world
 SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py"}
 
 
+#: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
+CLASS_MODULES = {"test_grading.py", "test_security.py"}
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.path.name not in CLASS_MODULES)  # the longest work first
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (``make test`` runs two workers), each test file goes whole to one worker, so that its
+    module fixtures (a scratch course, a server, a browser) are built once; the files that read the graded
+    class go together, so that it is graded once. (xdist's own ``loadgroup`` names groups through a node
+    attribute that pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "the graded class" if Path(path).name in CLASS_MODULES else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")
