@@ -3,8 +3,10 @@
 nbgrader's own ``Validator`` (the Validate button, ``nbgrader validate``) decides, with the course's
 configuration (stderr ignored, lines kept whole); only its ``Execute`` step is replaced by
 :class:`KernelExecute`, which runs every cell in one kernel of the course's fork server (imports done) instead
-of starting a new Python with PyTorch for every notebook. A real ``nbgrader validate`` takes about 8 s of CPU
-per notebook; this takes the notebook's own run time. ``test_release.py`` checks that both say the same.
+of starting a new Python with PyTorch for every notebook, and draws no figure into a PNG that nobody will see
+(Validate's verdict reads the test cells only; figures are still made and shown, as text). A real ``nbgrader
+validate`` takes about 8 s of CPU per notebook; this takes the notebook's own run time. ``test_release.py``
+checks that both say the same.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class KernelExecute(NbGraderPreprocessor):
         settings = dict(JudgedExecute(parent=self).settings(), execution="validate")
         kernel = Kernel(settings, logging.getLogger("validate"))
         try:
+            kernel.run("%config InlineBackend.figure_formats = set()", settings["startup_timeout"])
             for cell in nb.cells:
                 if cell.cell_type != "code":
                     continue

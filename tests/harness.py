@@ -208,8 +208,26 @@ def tree_digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
+def descendants(root: int) -> list[int]:
+    """The processes below ``root`` (its children, theirs, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    found, todo = [], list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
 class PeakMemory(threading.Thread):
-    """Samples the resident memory of every process outside a kernel sandbox while grading runs."""
+    """Samples the resident memory of every process this test started (the grading command and what it starts)
+    outside a kernel sandbox while grading runs; other tests' processes (under pytest-xdist) do not count."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -218,10 +236,10 @@ class PeakMemory(threading.Thread):
     def run(self):
         mine = os.getpid()
         while not self.stop.wait(0.1):
-            for pid in filter(str.isdigit, os.listdir("/proc")):
+            for pid in descendants(mine):
                 try:
-                    if int(pid) == mine or "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
-                        continue  # pytest itself, and kernels (capped by their own sandbox)
+                    if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                        continue  # kernels (capped by their own sandbox)
                     status = open(f"/proc/{pid}/status").read()
                     rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
                 except (OSError, AttributeError, ValueError):
@@ -279,6 +297,8 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
     memory.start()
     grader_tmp = course.parent / "tmp"  # the grader's own temporary folder, to see what it leaves behind
     grader_tmp.mkdir()
+    assert len(str(grader_tmp)) + len("/attention-judge-12345678/judge.sock") <= 107, \
+        "the kernels' scratch folders must be in the grader's TMPDIR (a deeper one falls back to /tmp)"
     expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
     log = course_autograde(course, *assignments, "--force", check=False,
                            env={EXPECTED_LOG: str(expected), "TMPDIR": str(grader_tmp)}).stderr
@@ -291,7 +311,7 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
         scores = read_scores(course, a)
         graded[a] = GradedClass(course, a, catalogues[a], students[a], log,
                                 {s: v for s, v in scores.items() if s in students[a]})
-    hostile = {a: {"course": course, "log": log, "scores": read_scores(course, a), "assignment": a,
+    hostile = {a: {"course": course, "tmp": grader_tmp, "log": log, "scores": read_scores(course, a), "assignment": a,
                    "seconds": {k.split("/", 1)[1]: v for k, v in seconds.items() if k.startswith(f"{a}/")}}
                for a in {a.assignment for a in attacks}}
     return Class(course, log, graded, hostile, seconds, (memory.peak, memory.who), grader_tmp, before, source_before)

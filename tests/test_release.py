@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -172,18 +173,24 @@ def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignme
 CATALOGUED = [a for a in ASSIGNMENTS if catalogue_path(a).exists()]
 
 
+@functools.cache
+def mistake_verdicts(course: Path, assignment: str) -> dict[str, str]:
+    """What Validate says to each catalogue mistake of an assignment, validated once for the tests below."""
+    from validate_catalogue import verdicts
+
+    return verdicts(course, assignment)
+
+
 @pytest.mark.parametrize("assignment", CATALOGUED)
 def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment):
     """The release's own test cells, with no hidden test (what Validate runs), catch the headline
     misconception of every part (marked ``headline`` in the catalogue) and name it in their message."""
     headlines = [s for s in load_catalogue(catalogue_path(assignment)) if s.headline]
     assert len(headlines) >= 4, f"{assignment}: mark the headline mistake of each part in its catalogue"
-    notebooks = {(sub.name, name): nb for sub in headlines
-                 for name, nb in apply_submission(masters(assignment), sub).items()}
-    said = validate_many(regenerated, notebooks)
+    said = mistake_verdicts(regenerated, assignment)
     missed = []
     for sub in headlines:
-        out = "\n".join(text for (who, _), text in said.items() if who == sub.name)
+        out = said[sub.name]
         if FAILED not in out or sub.headline not in out:
             missed.append(f"{sub.name} ({sub.description}): Validate says\n{out[-1500:]}")
     assert not missed, "visible checks miss a headline mistake:\n\n" + "\n\n".join(missed)
@@ -193,10 +200,8 @@ def test_visible_checks_name_each_parts_headline_mistake(regenerated, assignment
 def test_validate_fails_every_catalogue_mistake(regenerated, assignment):
     """Validate's "Success" means the work is right: every catalogue mistake fails a visible check, except those
     the catalogue lists with ``unseen_by_validate`` (the reason the visible checks cannot see them)."""
-    from validate_catalogue import verdicts
-
     catalogue = {s.name: s for s in load_catalogue(catalogue_path(assignment))}
-    said = verdicts(regenerated, assignment)
+    said = mistake_verdicts(regenerated, assignment)
     fooled = sorted(n for n, text in said.items() if text.strip() == SUCCESS and not catalogue[n].unseen_by_validate)
     seen_after_all = sorted(n for n, text in said.items() if text.strip() != SUCCESS and catalogue[n].unseen_by_validate)
     assert not fooled, f"Validate says Success to these mistakes of {assignment}: {fooled}"

@@ -41,12 +41,13 @@ GRADER_RSS_BOUND = JUDGE_BYTES + 2**29
 MARGIN_S = 30
 
 
-def judge_processes() -> set[int]:
-    """Processes whose working folder is a kernel scratch folder (there should be none after grading)."""
-    found = set()
+def judge_processes(tmp: Path) -> set[int]:
+    """Processes whose working folder is a kernel scratch folder in the grader's temporary folder ``tmp`` (there
+    should be none after grading; kernels of other tests, which may run at the same time, are elsewhere)."""
+    found, scratch = set(), os.path.join(os.path.realpath(tmp), "attention-judge-")
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+            if os.readlink(f"/proc/{pid}/cwd").startswith(scratch):
                 found.add(int(pid))
         except OSError:
             pass
@@ -141,7 +142,7 @@ def test_nothing_outside_the_scratch_area_changes(the_class):
         assert tree_digest(course / "submitted" / student) == digest, f"a submission changed {student}'s hand-in"
     assert not Path("/tmp/attention-canary.txt").exists()
     assert (course / "gradebook.db").stat().st_size > 0
-    assert not judge_processes(), "kernel processes outlived grading"
+    assert not judge_processes(the_class.tmp), "kernel processes outlived grading"
     left = sorted(p.name for p in the_class.tmp.iterdir())
     assert not left, f"scratch left behind: {left}"
 
@@ -232,7 +233,7 @@ def test_the_sandbox_takes_every_process_and_byte_a_hand_in_leaves(hostile):
                        for o in c.get("outputs", []))
     stopped = re.search(r"stopped after (\d+) MiB", printed)
     assert stopped and int(stopped.group(1)) <= 512, f"the write was not stopped at the scratch size: {printed[-500:]}"
-    assert not judge_processes(), "kernel processes outlived grading"
+    assert not judge_processes(run["tmp"]), "kernel processes outlived grading"
     base = JudgedExecute().kernel_uid_base
     left = [p for p in os.listdir("/proc") if p.isdigit() and _uid(p) >= base]
     assert not left, f"processes of kernel users outlived grading: {left}"
