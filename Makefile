@@ -9,18 +9,21 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions demo autograde feedback grades report check test bench bench-class lab doctor clean
+.PHONY: help install release solutions solutions-html demo autograde feedback grades report check test audit bench bench-class lab doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 install: $(STAMP) ## Create .venv with every pinned package (~3 min the first time, then instant)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
+	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \
+	  else echo "npm not found: the accessibility audit (make audit, tests/test_accessibility.py) needs Node.js"; fi
 	touch $@
 
 release: $(STAMP) ## Generate the student version of every assignment into release/ (~10 s each)
@@ -29,6 +32,9 @@ release: $(STAMP) ## Generate the student version of every assignment into relea
 
 solutions: $(STAMP) ## Generate the executed solutions into solutions/ (~15 s each)
 	@for a in $(ASSIGNMENTS); do nbgrader generate_solution "$$a" --force --log-level=WARN || exit 1; done
+
+solutions-html: solutions ## The executed solutions as pages to post after the deadline (solutions/<id>/*.html)
+	$(BIN)/python -m attention_course.grading solutions-html
 
 demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedback, grade table (~3 min)
 	$(BIN)/python -m tools demo
@@ -56,6 +62,9 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in two processes (~12 min, 2 cores)
 	$(BIN)/python -m pytest -q -n 2
+
+audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
+	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)
 
 bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)
 	$(BIN)/python -m tools bench

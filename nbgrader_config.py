@@ -135,7 +135,7 @@ c.Validator.width = 10000
 import nbgrader  # noqa: E402
 
 from attention_course.grading.mathml import TypesetMath  # noqa: E402
-from attention_course.grading.nbgrader_ext import TEMPLATES, InertContent  # noqa: E402
+from attention_course.grading.nbgrader_ext import CODE_STYLE, TEMPLATES, InertContent  # noqa: E402
 from attention_course.grading.trust import clean_html, clean_markdown_html  # noqa: E402
 
 # Student content is inert in every page (the Formgrader's submission view, feedback): outputs from a hand-in
@@ -150,3 +150,5 @@ c.HTMLExporter.extra_template_basedirs = [
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for
 # the student's own cells the outputs of the notebook they handed in, never autograde-time output.
 c.GenerateFeedback.preprocessors = [GetGradesShowPending, HideHiddenTests, CSSHTMLHeaderPreprocessor, FeedbackStyle]
+# Code is coloured with a style whose every colour has at least 4.5:1 contrast (accessible-pygments; WCAG 2.1 AA).
+c.CSSHTMLHeaderPreprocessor.style = CODE_STYLE

@@ -17,7 +17,7 @@ from ._notebook import install as _install
 _EXPORTS = {"assert_close": "checks", "check_shape": "checks", "check_sums_to_one": "checks",
             "check_unchanged": "checks", "gradients": "checks", "to_numpy": "checks",
             "projection_params": "data", "toy_msa": "data", "toy_sentence": "data",
-            "plot_attention": "plotting", "plot_matrices": "plotting"}
+            "describe": "plotting", "description": "plotting", "plot_attention": "plotting", "plot_matrices": "plotting", "show": "plotting"}
 
 _install()  # in a notebook, a failed check's traceback ends at the student's code (see _notebook.py)
 

@@ -23,6 +23,10 @@ import pytest
 from harness import BIN
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+#: axe-core, pinned in tests/axe/package.json (``make install`` runs ``npm ci`` there)
+AXE = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+#: The rules of the audit: WCAG 2.0 and 2.1, levels A and AA
+WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian/Ubuntu: "
                  "`sudo apt-get install chromium`) or set CHROMIUM=/path/to/chromium; `make test` then runs "
                  "the browser suite. CI installs it in .ci/run.")
@@ -113,3 +117,52 @@ class Lab:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+
+
+#: Evaluated in a page: text whose box is wider than the screen, or that scrolls sideways inside its box
+#: (WCAG 1.4.10 asks for none at 320 CSS px). Formulas are two-dimensional content, which 1.4.10 exempts: a wide
+#: one may scroll in its own box.
+REFLOW = """() => {
+  const width = document.documentElement.clientWidth, found = [];
+  if (document.documentElement.scrollWidth > width + 1) found.push(`page ${document.documentElement.scrollWidth}px`);
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('math')) continue;
+    const style = getComputedStyle(el);
+    if (style.display === 'none' || !el.textContent.trim()) continue;
+    if (el.scrollWidth > el.clientWidth + 1 && /auto|scroll/.test(style.overflowX))
+      found.push(`${el.tagName}.${el.className} scrolls ${el.scrollWidth}px in ${el.clientWidth}px`);
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > width + 1 && el.children.length === 0)
+      found.push(`${el.tagName}.${el.className} ends at ${Math.round(box.right)}px`);
+  }
+  return found.slice(0, 8);
+}"""
+
+
+def require_axe() -> None:
+    """Skip the calling module (fail under CI) when axe-core is not installed."""
+    require_chromium()
+    if not AXE.is_file():
+        hint = "axe-core is not installed: run `make install` (npm ci in tests/axe; needs Node.js and npm)."
+        if os.environ.get("CI"):
+            raise RuntimeError(hint)
+        pytest.skip(hint, allow_module_level=True)
+
+
+def audit(page) -> list[dict]:
+    """axe-core's WCAG 2.0/2.1 A and AA violations on the page loaded in ``page`` (a Playwright page whose
+    context was made with ``bypass_csp=True``: the course's pages allow no script, axe's included), each as
+    ``{"id", "impact", "help", "nodes": [selector, ...]}``."""
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("""async (tags) => {
+        const result = await axe.run(document, {runOnly: {type: "tag", values: tags}, resultTypes: ["violations"]});
+        return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                            nodes: v.nodes.map(n => n.target.join(" "))}));
+    }""", WCAG_AA)
+    return found
+
+
+def describe_violations(found: list[dict], limit: int = 3) -> str:
+    """One line per violated rule: its id, impact, how many elements, and the first few of them."""
+    return "\n".join(f"{v['id']} ({v['impact']}, {len(v['nodes'])} elements: {', '.join(v['nodes'][:limit])}): "
+                     f"{v['help']}" for v in found)

@@ -25,7 +25,7 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
-CLASS_MODULES = {"test_grading.py", "test_security.py"}
+CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
 
 
 def pytest_collection_modifyitems(items):

@@ -62,7 +62,8 @@ display(Javascript({payloads.JAVASCRIPT!r}))
 display(SVG({payloads.SVG!r}))
 display(Markdown({ALL!r}))
 display(Latex(r"$\\href{{javascript:alert('latex')}}{{x}}$ <img src=x onerror=alert('latex-html')>"))
-publish_display_data({{"image/png": {PNG!r}}}, metadata={{"image/png": {{"width": "1 onerror=alert('width')"}}}})
+publish_display_data({{"image/png": {PNG!r}}}, metadata={{"image/png": {{"width": "1 onerror=alert('width')",
+                                                                    "alt": "\\"><img src=x onerror=alert('alt')>"}}}})
 publish_display_data({{"image/png": 'x" onerror="alert(\\'png-attr\\')'}})
 publish_display_data({{"application/vnd.jupyter.widget-view+json": {{"model_id": "</script><script>alert('widget')</script>"}},
                       "text/html": "<img src=x onerror=alert('widget-html')>"}})
@@ -74,7 +75,8 @@ STORED = [
     {"output_type": "display_data", "metadata": {}, "data": {"text/markdown": ALL}},
     {"output_type": "display_data", "metadata": {}, "data": {"text/latex": "$<img src=x onerror=alert('tex')>$"}},
     {"output_type": "display_data", "data": {"image/png": PNG},
-     "metadata": {"image/png": {"width": "1 onerror=alert('stored-width')"}, "filenames": {"image/png": "x.html"}}},
+     "metadata": {"image/png": {"width": "1 onerror=alert('stored-width')", "alt": "\" onerror=\"alert('stored-alt')"},
+                  "filenames": {"image/png": "x.html"}}},
     {"output_type": "execute_result", "execution_count": 1, "metadata": {},
      "data": {"text/html": "<script>alert('result')</script>", "text/plain": "result"}},
     {"output_type": "stream", "name": "stdout", "text": "<script>alert('stream')</script>"},

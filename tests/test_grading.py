@@ -271,6 +271,11 @@ def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
         assert (check.passed, check.graded) == (full, len(everyone)), check.name
         assert check.summary and check.name in page.read_text()
     assert [c.rate for c in checks] == sorted(c.rate for c in checks), "checks must be listed lowest pass rate first"
+    import statistics  # each figure says what it shows, with the key numbers
+    text = page.read_text()
+    assert (f'alt="Histogram of the total scores of {assignment}: {len(scores)} students, median '
+            f'{statistics.median(scores):g} of ') in text
+    assert f"lowest first: {checks[0].name} {100 * checks[0].rate:.0f}%" in text
 
 
 @pytest.mark.parametrize("assignment", GRADED[:1])

@@ -89,6 +89,39 @@ def test_plots_draw():
         plot_attention(np.zeros((2, 2, 2)))
 
 
+def test_a_figure_is_shown_with_what_it_shows(monkeypatch):
+    """show() publishes the PNG with a text alternative: the helpers' descriptions (with the key numbers) or the
+    alt text given, and refuses a figure that has neither."""
+    import matplotlib.pyplot as plt
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from attention_course import description, show
+
+    plt.close("all")
+    shell = InteractiveShell.instance()
+    published = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: published.append(metadata))
+    try:
+        w = np.array([[0.9, 0.1], [0.3, 0.7]])
+        ax = plot_attention(w, ["a", "b"], ["x", "y"], title="toy")
+        said = description(ax.figure)
+        assert "2 queries" in said and "a -> x 0.90" in said and "b -> y 0.70" in said, said
+        show()
+        assert published[-1]["image/png"]["alt"] == said
+        assert not plt.fignum_exists(ax.figure.number), "show() closes the figure it showed"
+        plt.plot([1, 2])
+        show(alt="A line from 1 to 2.")
+        assert published[-1]["image/png"]["alt"] == "A line from 1 to 2."
+        plt.plot([1, 2])
+        with pytest.raises(ValueError, match="text alternative"):
+            show()
+        fig = plot_matrices({"Q": np.eye(2), "K": -np.ones((2, 3))})
+        assert "Q 2 x 2 from 0.00 to 1.00" in description(fig) and "K 2 x 3 from -1.00 to -1.00" in description(fig)
+    finally:
+        plt.close("all")
+        InteractiveShell.clear_instance()
+
+
 def test_toy_sentence_is_orthonormal_per_word():
     tokens, X = toy_sentence()
     G = X @ X.T

@@ -102,6 +102,50 @@ def test_solutions_run_and_hold_no_hidden_tests(regenerated, assignment):
         assert not errors, f"solutions/{assignment}/{path.name} raised {errors[0]['ename']}: {errors[0]['evalue']}"
 
 
+GENERIC_ALT = {"", "figure", "plot", "image", "chart", "histogram", "heatmap"}
+
+
+def test_every_figure_of_the_solutions_says_what_it_shows(regenerated):
+    """Every figure the executed solutions show carries a text alternative (attention_course.show) that says what
+    it shows with its key numbers: at least a sentence, with digits in it."""
+    figures, bare = 0, []
+    for path in sorted((regenerated / "solutions").glob("*/*.ipynb")):
+        for i, c in enumerate(read_notebook(path)["cells"]):
+            for o in c.get("outputs", []) if c["cell_type"] == "code" else []:
+                if "image/png" in o.get("data", {}):
+                    figures += 1
+                    alt = o.get("metadata", {}).get("image/png", {}).get("alt", "")
+                    if alt.strip().lower() in GENERIC_ALT or len(alt) < 60 or not re.search(r"\d", alt):
+                        bare.append(f"{path.parent.name} cell {i}: {alt!r}")
+    assert figures >= 13, f"only {figures} figures in the solutions"
+    assert not bare, f"figures without a text alternative that says what they show: {bare}"
+
+
+def test_solution_pages_meet_wcag_aa(regenerated):
+    """`make solutions-html`'s pages pass axe-core (WCAG 2.0/2.1 A and AA) and reflow at 320 CSS px."""
+    from attention_course.grading.solutions import write_pages
+    from browser import REFLOW, audit, chromium, describe_violations, require_axe
+
+    require_axe()
+    written = write_pages(regenerated, ASSIGNMENTS)
+    assert len(written) == len(list((regenerated / "solutions").glob("*/*.ipynb"))) >= len(ASSIGNMENTS)
+    failed = {}
+    with chromium() as browser:
+        for page_path in written:
+            text = page_path.read_text(encoding="utf-8")
+            assert "<script" not in text and 'lang="en"' in text and "$$" not in text, page_path.name
+            for viewport in ({"width": 1280, "height": 900}, {"width": 320, "height": 640}):
+                ctx = browser.new_context(bypass_csp=True, viewport=viewport)
+                page = ctx.new_page()
+                page.goto(page_path.as_uri())
+                found = audit(page) if viewport["width"] > 320 else []
+                wide = page.evaluate(REFLOW) if viewport["width"] == 320 else []
+                ctx.close()
+                if found or wide:
+                    failed[f"{page_path.parent.name} at {viewport['width']}px"] = describe_violations(found) + str(wide)
+    assert not failed, "solution pages:\n" + "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_masters_are_committed_clean(assignment):
     for path in (ROOT / "source" / assignment).glob("*.ipynb"):

@@ -199,6 +199,14 @@ def test_outputs_from_a_hand_in_are_inert():
     assert shown[3]["data"]["image/png"] == png and dict(shown[3]["metadata"]) == {"image/png": {"height": 40}}
     assert "image/png" not in shown[4]["data"]
     assert shown[5]["execution_count"] is None and shown[6]["text"] == "<b>x</b>"
+    # a figure's text alternative stays, as plain text of bounded length (the page escapes it); anything else goes
+    described = trust.inert_outputs([
+        {"output_type": "display_data", "data": {"image/png": png},
+         "metadata": {"image/png": {"alt": '" onerror="alert(1)\x00\n' + "x" * 5000}}},
+        {"output_type": "display_data", "data": {"image/png": png}, "metadata": {"image/png": {"alt": ["a list"]}}}])
+    alt = described[0]["metadata"]["image/png"]["alt"]
+    assert alt.startswith('" onerror="alert(1) x') and len(alt) == 1000 and alt.isprintable()
+    assert dict(described[1]["metadata"]) == {}
 
 
 FORBIDDEN_TAGS = {"script", "iframe", "frame", "frameset", "object", "embed", "form", "button", "input", "style",

@@ -1,10 +1,11 @@
-"""Course commands: ``python -m attention_course.grading autograde|table|report|doctor``.
+"""Course commands: ``python -m attention_course.grading autograde|table|report|solutions-html|doctor``.
 
 ``autograde`` grades every submission (or those of the given assignments) across worker
            processes, with a progress line; unchanged, already graded submissions are skipped.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
+``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
 """
 
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    pages = sub.add_parser("solutions-html", help="render solutions/<id>/*.ipynb as solutions/<id>/*.html")
+    pages.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
     args = parser.parse_args(argv)
     course = args.course.resolve()
@@ -53,6 +56,16 @@ def main(argv=None) -> int:
 
         summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler)
         return 1 if summary["failed"] else 0
+
+    if args.command == "solutions-html":
+        from .solutions import write_pages
+
+        written = write_pages(course, args.assignments or available(course))
+        if not written:
+            print("No executed solutions in solutions/: run `make solutions` first.", file=sys.stderr)
+            return 1
+        print("\n".join(f"Wrote {page}" for page in written))
+        return 0
 
     db = args.db or gradebook_url(course)
     if args.command == "report":

@@ -41,6 +41,8 @@ def to_mathml(tex: str, display: bool) -> str | None:
     except Exception:  # the library raises many kinds for TeX it does not know
         return None
     html = _TEXT.sub(lambda m: ">" + "".join(_MARKDOWN_SPECIAL.get(c, c) for c in m.group(1)) + "<", html)
+    if display:  # a formula wider than a small screen scrolls in its own box, which the keyboard must reach
+        html = html.replace("<math ", '<math tabindex="0" ', 1)
     return html.replace("\n", " ")
 
 

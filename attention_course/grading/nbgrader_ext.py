@@ -31,8 +31,10 @@ from . import nbgrader_patches, trust
 from .cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, quiet_docstring, replace_blocks, uncomment
 
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
-#: The course's nbconvert templates (the feedback page), searched before nbgrader's own.
+#: The course's nbconvert templates (the feedback page, the solutions' pages), searched before nbgrader's own.
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+#: The pygments style of code in every page: each colour at least 4.5:1 against its background (accessible-pygments)
+CODE_STYLE = "a11y-light"
 
 
 nbgrader_patches.install()

@@ -69,8 +69,10 @@ def plot(assignment: str, scores: list[float], max_score: float, checks: list[Ch
     fig, ax = plt.subplots(figsize=(7, 0.32 * len(checks) + 1.2))
     rates = [100 * c.rate for c in checks]
     colors = ["#c44e52" if r < 50 else "#dd8452" if r < 80 else "#55a868" for r in rates]
-    ax.barh([c.name for c in checks], rates, color=colors)
-    ax.set_xlim(0, 100)
+    bars = ax.barh([c.name for c in checks], rates, color=colors)
+    ax.bar_label(bars, labels=[f"{r:.0f}%" for r in rates], padding=3, fontsize=8)  # the rate in words, not colour alone
+    ax.set_xlim(0, 112)
+    ax.set_xticks(range(0, 101, 20))
     ax.invert_yaxis()
     ax.set_xlabel("students with full points (%)")
     ax.set_title(f"{assignment}: pass rate of each check")
@@ -78,6 +80,27 @@ def plot(assignment: str, scores: list[float], max_score: float, checks: list[Ch
     fig.savefig(checks_path, dpi=110)
     plt.close(fig)
     return hist_path, checks_path
+
+
+def scores_text(assignment: str, scores: list[float], max_score: float) -> str:
+    """The histogram's text alternative: what it shows, with its key numbers."""
+    import statistics
+
+    low = sum(s < max_score / 2 for s in scores)
+    return (f"Histogram of the total scores of {assignment}: {len(scores)} students, median "
+            f"{statistics.median(scores):g} of {max_score:g}, lowest {min(scores):g}, highest {max(scores):g}, "
+            f"{low} below half the points.")
+
+
+def checks_text(assignment: str, checks: list[CheckStats]) -> str:
+    """The pass-rate chart's text alternative: what it shows, with its key numbers."""
+    if not checks:
+        return f"Bar chart of the pass rate of each autograded check of {assignment}: no checks."
+    low = [c for c in checks if c.rate < 0.5]
+    lowest = ", ".join(f"{c.name} {100 * c.rate:.0f}%" for c in checks[:3])
+    return (f"Bar chart of the share of students with full points in each of the {len(checks)} autograded checks "
+            f"of {assignment}, lowest first: {lowest}; highest {checks[-1].name} {100 * checks[-1].rate:.0f}%; "
+            f"{len(low)} check{'s' if len(low) != 1 else ''} below 50%. The table below lists every check.")
 
 
 def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
@@ -97,9 +120,11 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
         sections.append(f"""<section>
 <h2>{html.escape(assignment)}</h2>
 <p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g}.</p>
-<img src="{hist.name}" alt="histogram of total scores for {html.escape(assignment)}">
-<img src="{bars.name}" alt="pass rate of each autograded check for {html.escape(assignment)}">
-<table><tr><th>check</th><th>what it checks</th><th>points</th><th>full points</th><th>pass rate</th></tr>
+<img src="{hist.name}" alt="{html.escape(scores_text(assignment, scores, max_score))}">
+<img src="{bars.name}" alt="{html.escape(checks_text(assignment, checks))}">
+<table><caption>Autograded checks of {html.escape(assignment)}, the most failed first</caption>
+<tr><th scope="col">check</th><th scope="col">what it checks</th><th scope="col">points</th>
+<th scope="col">full points</th><th scope="col">pass rate</th></tr>
 {rows}
 </table>
 </section>""")
@@ -108,11 +133,14 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'">
 <title>Attention from Scratch: class report</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}} img{{max-width:100%;display:block;margin:1em 0}}
-table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left}}</style></head>
-<body><h1>Class report</h1>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>body{{font-family:sans-serif;line-height:1.5;color:#1f1f1f;background:#fff;max-width:60em;margin:2em auto;
+padding:0 1em}} img{{max-width:100%;height:auto;display:block;margin:1em 0}} caption{{text-align:left;font-weight:bold}} h1,h2{{overflow-wrap:anywhere}}
+table{{border-collapse:collapse;max-width:100%}} td,th{{border:1px solid #767676;padding:.25em .5em;text-align:left;
+overflow-wrap:anywhere}} a{{color:#0b57a4;text-decoration:underline}}</style></head>
+<body><main><h1>Class report</h1>
 <p>Checks are listed from the one the class failed most. Written answers are graded by hand and not shown.</p>
 {''.join(sections) or '<p>No submissions have been autograded yet.</p>'}
-</body></html>
+</main></body></html>
 """, encoding="utf-8")
     return page

@@ -18,10 +18,19 @@ def _size(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 10_000 else None
 
 
+def _alt(value) -> str | None:
+    """A figure's text alternative as plain text of at most 1,000 characters (pages escape it)."""
+    if not isinstance(value, str):
+        return None
+    text = " ".join("".join(c if c.isprintable() else " " for c in value).split())[:1000]
+    return text or None
+
+
 def inert_outputs(outputs) -> list:
     """Rule: outputs that came from a hand-in are shown inert. Streams and errors stay text; display data keeps
-    ``text/plain`` and base64 raster images (with at most a numeric width and height); HTML, SVG, JavaScript,
-    Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing else is left."""
+    ``text/plain`` and base64 raster images (with at most a numeric width and height and a plain-text ``alt``);
+    HTML, SVG, JavaScript, Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing
+    else is left."""
     from nbformat import NotebookNode
 
     kept = []
@@ -46,6 +55,8 @@ def inert_outputs(outputs) -> list:
                     shown[mime] = value
                     own = meta.get(mime) if isinstance(meta.get(mime), dict) else {}
                     size = {k: _size(own.get(k)) for k in ("width", "height") if _size(own.get(k))}
+                    if _alt(own.get("alt")):
+                        size["alt"] = _alt(own.get("alt"))
                     if size:
                         sizes[mime] = size
             if "text/plain" in data:
@@ -104,7 +115,8 @@ _HTML = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgro
          "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul"}
 _ATTRIBUTES = {"*": {"class", "id", "title", "lang", "dir"}, "a": {"href"}, "img": {"src", "alt", "width", "height"},
                "td": {"colspan", "rowspan", "align"}, "th": {"colspan", "rowspan", "align", "scope"},
-               "ol": {"start"}, **{tag: set(_MATHML_ATTRIBUTES) for tag in _MATHML}}
+               "ol": {"start"}, **{tag: set(_MATHML_ATTRIBUTES) for tag in _MATHML},
+               "math": _MATHML_ATTRIBUTES | {"tabindex"}}  # a wide formula scrolls in its box: the keyboard reaches it
 _IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp|svg\+xml);base64,[A-Za-z0-9+/=\s]+")
 _LINK_URL = re.compile(r"(https?://|mailto:)[^\s\x00-\x1f]*|#[\w.:-]*", re.IGNORECASE)
 _CLASSES = re.compile(r"[\w-]{1,40}( [\w-]{1,40}){0,7}")
@@ -123,6 +135,8 @@ def _attribute(tag: str, name: str, value: str) -> str | None:
         return _ID_PREFIX + value if re.fullmatch(r"[\w.:-]{1,100}", value) else None
     if name == "class":
         return value if _CLASSES.fullmatch(value) else None
+    if name == "tabindex":
+        return "0" if value == "0" else None
     if name in ("width", "height", "colspan", "rowspan", "start") and tag in _HTML:
         return value if re.fullmatch(r"\d{1,5}", value) else None
     return value
