@@ -231,7 +231,7 @@ class PeakMemory(threading.Thread):
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.peak, self.who, self.stop = 0, "", threading.Event()
+        self.peak, self.who, self.stop, self.kernel_uids = 0, "", threading.Event(), set()
 
     def run(self):
         mine = os.getpid()
@@ -239,6 +239,7 @@ class PeakMemory(threading.Thread):
             for pid in descendants(mine):
                 try:
                     if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                        self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
                         continue  # kernels (capped by their own sandbox)
                     status = open(f"/proc/{pid}/status").read()
                     rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
@@ -248,10 +249,13 @@ class PeakMemory(threading.Thread):
                     self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
 
 
-#: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default.
-CELL_S, NOTEBOOK_S, JUDGE_BYTES = 8, 60, 2 * 2**30
+#: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default. The
+#: class's kernels run as uids of their own range (from CLASS_UID_BASE, 2**26 of them; the default base is 1.6e9),
+#: so that what they leave behind is told apart from the kernels of tests running at the same time.
+CELL_S, NOTEBOOK_S, JUDGE_BYTES, CLASS_UID_BASE = 8, 60, 2 * 2**30, 1_700_000_000
 LIMITS = (f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.interrupt_grace = 2\n"
-          f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n")
+          f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n"
+          f"c.JudgedExecute.kernel_uid_base = {CLASS_UID_BASE}\n")
 
 
 @dataclass
@@ -264,6 +268,7 @@ class Class:
     hostile: dict  # attacked assignment -> the run as test_security reads it
     seconds: dict  # "assignment/student" -> seconds the hand-in took
     peak: tuple  # (the most resident memory of any grading process, which one)
+    kernel_uids: set  # the uids the kernels were seen running as
     tmp: Path  # the grader's temporary folder (empty after grading)
     before: dict  # the catalogue students' hand-ins before grading (digests)
     source_before: dict
@@ -314,4 +319,5 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
     hostile = {a: {"course": course, "tmp": grader_tmp, "log": log, "scores": read_scores(course, a), "assignment": a,
                    "seconds": {k.split("/", 1)[1]: v for k, v in seconds.items() if k.startswith(f"{a}/")}}
                for a in {a.assignment for a in attacks}}
-    return Class(course, log, graded, hostile, seconds, (memory.peak, memory.who), grader_tmp, before, source_before)
+    return Class(course, log, graded, hostile, seconds, (memory.peak, memory.who), memory.kernel_uids, grader_tmp, before,
+                 source_before)
