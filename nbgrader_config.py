@@ -26,7 +26,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.nbgrader_ext import (
-    DropStarterCode, FeedbackStyle, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
+    DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
 )
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
@@ -135,7 +135,7 @@ c.Validator.width = 10000
 import nbgrader  # noqa: E402
 
 from attention_course.grading.mathml import TypesetMath  # noqa: E402
-from attention_course.grading.nbgrader_ext import CODE_STYLE, TEMPLATES, InertContent  # noqa: E402
+from attention_course.grading.nbgrader_ext import CODE_STYLE, TEMPLATES, InertContent, PageExporter  # noqa: E402
 from attention_course.grading.trust import clean_html, clean_markdown_html  # noqa: E402
 
 # Student content is inert in every page (the Formgrader's submission view, feedback): outputs from a hand-in
@@ -149,6 +149,7 @@ c.HTMLExporter.extra_template_basedirs = [
     TEMPLATES, os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates")]
 # Show each failed check's message, never hidden-test source or tracebacks through it, and for
 # the student's own cells the outputs of the notebook they handed in, never autograde-time output.
-c.GenerateFeedback.preprocessors = [GetGradesShowPending, HideHiddenTests, CSSHTMLHeaderPreprocessor, FeedbackStyle]
+c.GenerateFeedback.preprocessors = [GetGradesShowPending, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.exporter_class = PageExporter
 # Code is coloured with a style whose every colour has at least 4.5:1 contrast (accessible-pygments; WCAG 2.1 AA).
 c.CSSHTMLHeaderPreprocessor.style = CODE_STYLE

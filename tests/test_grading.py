@@ -12,13 +12,14 @@ For every assignment with a catalogue (tests/catalogue/<assignment>.py):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 import re
 
 import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
-from attention_course.grading.nbgrader_ext import FEEDBACK_CSS, HIDDEN_PLACEHOLDER
+from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, TEMPLATES
 from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook
 
 from conftest import ATTACKS, GRADED
@@ -132,8 +133,9 @@ def test_feedback_shows_no_hidden_source(graded, assignment):
     text = g.feedback_text("blank")
     assert "NotImplementedError" in text and HIDDEN_PLACEHOLDER.lstrip("# ") in text
     # a failed check's message (one long line) wraps within the page: the course's CSS is in every page
+    css = (Path(TEMPLATES) / "course" / "course.css").read_text(encoding="utf-8").strip()
     for page in (g.course / "feedback" / "blank" / assignment).glob("*.html"):
-        assert FEEDBACK_CSS.strip() in page.read_text(encoding="utf-8"), f"{page.name} lacks the course's CSS"
+        assert css in page.read_text(encoding="utf-8"), f"{page.name} lacks the course's CSS"
 
 
 @pytest.mark.parametrize("assignment", GRADED)
@@ -258,9 +260,13 @@ def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
     """make report's page: a histogram and per-check pass rates that agree with the gradebook."""
     from attention_course.grading.report import collect, write_report
 
+    from attention_course.grading.similarity import write as write_similarity
+
     g = graded(assignment)
     db = gradebook_url(g.course)
+    write_similarity(g.course, assignment, out=tmp_path / "similarity")
     page = write_report(db, [assignment], tmp_path)
+    assert f'<a href="similarity/{assignment}.html">' in page.read_text(), "the report does not link the similarity"
     assert (tmp_path / f"{assignment}_scores.png").stat().st_size > 1000
     assert (tmp_path / f"{assignment}_checks.png").stat().st_size > 1000
     scores, _, checks = collect(db, assignment)

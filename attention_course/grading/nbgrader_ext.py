@@ -23,6 +23,7 @@ import os
 import re
 
 from nbgrader import utils
+from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
@@ -112,27 +113,26 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
-#: Feedback styling of this course: a failed check's message (one long line, with the misconception
-#: named at its end) wraps within the page instead of running past its right edge.
-FEEDBACK_CSS = """
-div.output_area pre, div.output_subarea pre, div.output_error pre {
-  white-space: pre-wrap;
-  overflow-wrap: anywhere;
-}
-div.output_subarea { max-width: 100%; overflow-x: visible; }
-"""
+class PageExporter(HTMLExporter):
+    """nbconvert's HTML exporter without its last step, which parses every finished page again with BeautifulSoup
+    to give an <img> without one an ``alt`` and JupyterLab-template cells a ``tabindex``: the course's templates
+    (classic, course/page.html.j2) give every image its text alternative themselves and have no JupyterLab cells,
+    and that second parse was half of the time of a feedback page. Used for the feedback pages
+    (``GenerateFeedback.exporter_class``) and the solutions' pages; the rest is nbconvert's ``from_notebook_node``."""
 
+    def from_notebook_node(self, nb, resources=None, **kw):
+        from nbconvert.exporters.templateexporter import TemplateExporter
+        from nbconvert.filters.highlight import Highlight2HTML
+        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
-class FeedbackStyle(Preprocessor):
-    """Add the course's CSS (``FEEDBACK_CSS``) to the styles nbconvert inlines into each feedback page.
-    Runs after nbconvert's ``CSSHTMLHeaderPreprocessor``, which collects them. (A plain nbconvert
-    preprocessor: nbgrader's base class would reject the exporter's display settings with a warning.)"""
-
-    enabled = Bool(True).tag(config=True)
-
-    def preprocess(self, nb, resources):
-        resources.setdefault("inlining", {}).setdefault("css", []).append(FEEDBACK_CSS)
-        return nb, resources
+        info = nb.metadata.get("language_info", {})
+        lexer = info.get("pygments_lexer", info.get("name", None))
+        self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer,
+                                                                                                  parent=self)))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
+                                                                       resources=resources))
+        return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
 
 
 class InertContent(Preprocessor):

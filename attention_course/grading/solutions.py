@@ -15,17 +15,17 @@ from .nbgrader_ext import CODE_STYLE, TEMPLATES
 
 def exporter():
     """nbconvert's HTML exporter with the course's page template and formulas as MathML."""
-    from nbconvert import HTMLExporter
     from traitlets.config import Config
 
     from .mathml import TypesetMath
+    from .nbgrader_ext import PageExporter
 
     config = Config()
     config.HTMLExporter.extra_template_basedirs = [TEMPLATES]
     config.HTMLExporter.template_name = "course"
     config.HTMLExporter.preprocessors = [TypesetMath]
     config.CSSHTMLHeaderPreprocessor.style = CODE_STYLE
-    return HTMLExporter(config=config)
+    return PageExporter(config=config)
 
 
 def write_pages(course: Path, assignments: list[str]) -> list[Path]:
