@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html demo autograde feedback grades report check test audit bench bench-class lab doctor clean
+.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test audit bench bench-class lab doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -19,7 +19,8 @@ install: $(STAMP) ## Create .venv with every pinned package (~3 min the first ti
 
 $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@# --no-compile: Python compiles each module the first time it is imported instead (about 30 s less here)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
 	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \
@@ -53,8 +54,12 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import) (~5 s)
 	$(BIN)/python -m attention_course.grading table --csv grades.csv
 
-report: $(STAMP) ## Score histograms and per-check pass rates (report/index.html, PNGs) (~10 s)
+report: $(STAMP) ## Score histograms, per-check pass rates and the similarity of hand-ins (report/index.html) (~15 s)
+	$(BIN)/python -m attention_course.grading similarity
 	$(BIN)/python -m attention_course.grading report --out report
+
+similarity: $(STAMP) ## Which hand-ins share their code: pairs ranked, side by side (report/similarity/<id>.html, .json; A=<id>) (~2 s)
+	$(BIN)/python -m attention_course.grading similarity $(A)
 
 check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (~1 min)
 	$(BIN)/ruff check attention_course tools tests nbgrader_config.py
@@ -66,8 +71,9 @@ test: $(STAMP) ## Run every test: package, release, real grading runs, hostile h
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
 	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers (~16 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers; the similarity report on 500 hand-ins (~17 min)
 	$(BIN)/python -m tools bench
+	$(BIN)/python -m tools bench-similarity --students 500
 
 N ?= 500
 bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)

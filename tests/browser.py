@@ -166,3 +166,29 @@ def describe_violations(found: list[dict], limit: int = 3) -> str:
     """One line per violated rule: its id, impact, how many elements, and the first few of them."""
     return "\n".join(f"{v['id']} ({v['impact']}, {len(v['nodes'])} elements: {', '.join(v['nodes'][:limit])}): "
                      f"{v['help']}" for v in found)
+
+
+def wcag_failures(browser, pages: dict) -> dict[str, str]:
+    """``name -> what fails`` for each page (``name -> path``): axe-core's WCAG 2.1 AA audit and text wider than its
+    box at 1280 CSS px, and the reflow at 320 CSS px (WCAG 1.4.10). Pages that pass are left out."""
+    failed = {}
+    for name, path in pages.items():
+        text = Path(path).read_text(encoding="utf-8")
+        problems = [f"{what} missing" for what, ok in (("lang", 'lang="en"' in text), ("no script", "<script" not in text))
+                    if not ok]
+        for viewport in ({"width": 1280, "height": 900}, {"width": 320, "height": 640}):
+            ctx = browser.new_context(bypass_csp=True, viewport=viewport)
+            try:
+                page = ctx.new_page()
+                page.goto(Path(path).as_uri())
+                found = audit(page) if viewport["width"] > 320 else []
+                wide = page.evaluate(REFLOW)
+            finally:
+                ctx.close()
+            if found:
+                problems.append(describe_violations(found))
+            if wide:
+                problems.append(f"text wider than its box at {viewport['width']} px: {wide}")
+        if problems:
+            failed[name] = "\n".join(problems)
+    return failed

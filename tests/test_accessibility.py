@@ -1,12 +1,12 @@
 """Every page the course writes meets WCAG 2.1 AA: axe-core in Chromium, reflow at 320 CSS px, the keyboard.
 
 Pages: the feedback of the test suite's graded class (for each assignment, the hand-in with the lowest score:
-its page holds every kind of cell, passed, failed with a message, and waiting for a grader), and the class
-report (``make report``) of the same gradebook. The executed solutions (``make solutions-html``) are audited in
-test_release.py, where they are generated. axe-core is pinned in tests/axe/package.json and injected into each
-page (the pages' own policy forbids scripts, so the audit's browser context bypasses it); its rules are WCAG 2.0
-and 2.1, levels A and AA (``browser.WCAG_AA``). ``make audit`` runs the same audit over every page of the demo
-class.
+its page holds every kind of cell, passed, failed with a message, and waiting for a grader), the class
+report (``make report``) of the same gradebook, and the similarity report of one of its assignments. The
+executed solutions (``make solutions-html``) are audited in test_release.py, where they are generated.
+axe-core is pinned in tests/axe/package.json and injected into each page (the pages' own policy forbids
+scripts, so the audit's browser context bypasses it); its rules are WCAG 2.0 and 2.1, levels A and AA
+(``browser.WCAG_AA``). ``make audit`` runs the same audit over every page of the demo class.
 """
 
 from __future__ import annotations
@@ -39,10 +39,14 @@ def feedback_pages(the_class) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def site(the_class, tmp_path_factory):
     from attention_course.grading.report import write_report
+    from attention_course.grading.similarity import write as write_similarity
 
     pages = feedback_pages(the_class)
-    report = write_report(gradebook_url(the_class.course), available(), tmp_path_factory.mktemp("report"))
-    pages["report"] = report
+    out = tmp_path_factory.mktemp("report")
+    similar = "02_multihead_attention"  # the test class's hand-ins of it: nearly all copies of the master
+    write_similarity(the_class.course, similar, out=out / "similarity")
+    pages["report"] = write_report(gradebook_url(the_class.course), available(), out)
+    pages["similarity"] = out / "similarity" / f"{similar}.html"
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:
         yield {"pages": pages, "browser": browser}

@@ -1,9 +1,10 @@
-"""Developers' commands, run from the repository: ``python -m tools demo|bench|bench-class``.
+"""Developers' commands, run from the repository: ``python -m tools demo|bench|bench-class|bench-similarity``.
 
 ``demo``        writes the demo class (complete, blank and a few realistic mistakes per assignment) into
                 ``submitted/``; assignments must be released first (``make demo`` does both, then grades).
 ``bench``       times stock nbgrader against the course command (``bench --help``: its options).
 ``bench-class`` grades N synthetic hand-ins of 01, seconds per 100 as it goes.
+``bench-similarity`` times the similarity report on N hand-ins of 01 (a quarter, half and all of them).
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
-    parser.add_argument("command", choices=["demo", "bench", "bench-class"])
+    parser.add_argument("command", choices=["demo", "bench", "bench-class", "bench-similarity"])
     args, extra = parser.parse_known_args(argv)
     if args.command == "demo":
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return demo(args.course.resolve())
+    if args.command == "bench-similarity":
+        from .bench_similarity import main as similarity_main
+
+        return similarity_main(extra)
     from .bench import class_main, main as bench_main  # their options are their own
 
     return (bench_main if args.command == "bench" else class_main)(extra)

@@ -9,6 +9,7 @@ objects and built here.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import json
@@ -221,3 +222,56 @@ def demo_roster(catalogue: list[Submission]) -> dict:
     for i, student in enumerate(DEMO_STUDENTS):
         roster[student] = chosen[i] if i < len(chosen) else COMPLETE
     return roster
+
+
+class _Rename(ast.NodeTransformer):
+    """Renames every name bound inside a function (arguments, assignments, loop and comprehension variables)."""
+
+    def __init__(self, rng):
+        self.rng, self.names = rng, {}
+
+    def new(self, name: str) -> str:
+        if name not in self.names:
+            self.names[name] = f"{self.rng.choice(['tmp', 'val', 'my', 'x', 'res'])}_{len(self.names)}{self.rng.randrange(99)}"
+        return self.names[name]
+
+    def visit_FunctionDef(self, node):
+        local = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
+        local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.arg) and sub.arg in local:
+                sub.arg = self.new(sub.arg)
+            elif isinstance(sub, ast.Name) and sub.id in local:
+                sub.id = self.new(sub.id)
+        return node
+
+
+def disguise(notebooks: dict[str, dict], seed: int = 0) -> dict[str, dict]:
+    """A copy dressed up to pass for someone else's work: in every answer cell each local name renamed, comments
+    dropped, docstrings replaced, the code printed again from its syntax tree and its functions in reverse order."""
+    import random
+
+    rng = random.Random(seed)
+    out = copy.deepcopy(notebooks)
+    for nb in out.values():
+        for cell in nb["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell["cell_type"] != "code" or not meta.get("solution"):
+                continue
+            try:
+                tree = ast.parse(_source(cell))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                body = getattr(node, "body", None)
+                if (isinstance(node, (ast.FunctionDef, ast.ClassDef)) and body and isinstance(body[0], ast.Expr)
+                        and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                    body[0].value.value = rng.choice(["My implementation.", "Helper written for the homework.",
+                                                      "Computes the required result."])
+            tree = _Rename(rng).visit(tree)
+            defs = [i for i, node in enumerate(tree.body) if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+            reordered = [tree.body[i] for i in reversed(defs)]
+            for i, node in zip(defs, reordered):
+                tree.body[i] = node
+            cell["source"] = ast.unparse(tree)
+    return out

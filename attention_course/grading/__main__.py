@@ -1,10 +1,12 @@
-"""Course commands: ``python -m attention_course.grading autograde|table|report|solutions-html|doctor``.
+"""Course commands: ``python -m attention_course.grading autograde|table|report|similarity|solutions-html|doctor``.
 
 ``autograde`` grades every submission (or those of the given assignments) across worker
            processes, with a progress line; unchanged, already graded submissions are skipped.
 ``table``  prints the per-student, per-assignment score table from the gradebook
            and saves it as CSV.
 ``report`` writes score histograms and the pass rate of every check (PNG and HTML).
+``similarity`` ranks the pairs of hand-ins of an assignment by how much of their own code they share
+           (report/similarity/<id>.json and .html).
 ``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
 """
@@ -39,6 +41,9 @@ def main(argv=None) -> int:
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    similar = sub.add_parser("similarity", help="rank the pairs of hand-ins of an assignment by shared code")
+    similar.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment with hand-ins)")
+    similar.add_argument("--threshold", type=float, default=None, help="flag pairs scoring at least this (0 to 1)")
     pages = sub.add_parser("solutions-html", help="render solutions/<id>/*.ipynb as solutions/<id>/*.html")
     pages.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
@@ -56,6 +61,20 @@ def main(argv=None) -> int:
 
         summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler)
         return 1 if summary["failed"] else 0
+
+    if args.command == "similarity":
+        from .similarity import THRESHOLD, handed_in, main as similarity_main
+
+        chosen = args.assignments or [a for a in available(course) if handed_in(course, a)]
+        unknown = [a for a in chosen if a not in available(course)]
+        if unknown or not chosen:
+            print(f"Unknown assignment(s): {', '.join(unknown)}" if unknown else "No hand-ins in submitted/ yet.",
+                  file=sys.stderr)
+            return 1
+        threshold = THRESHOLD if args.threshold is None else args.threshold
+        if not 0 < threshold <= 1:
+            parser.error("--threshold must be in (0, 1]")
+        return similarity_main(course, chosen, threshold)
 
     if args.command == "solutions-html":
         from .solutions import write_pages

@@ -113,13 +113,16 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
             continue
         hist, bars = plot(assignment, scores, max_score, checks, out)
         mean = sum(scores) / len(scores)
+        similar = out / "similarity" / f"{assignment}.html"
+        similar = (f' <a href="similarity/{similar.name}">Which hand-ins share their code</a> (the similarity report).'
+                   if similar.is_file() else "")
         rows = "\n".join(
             f"<tr><td><code>{html.escape(c.name)}</code></td><td>{html.escape(c.summary)}</td>"
             f"<td>{c.points:g}</td><td>{c.passed}/{c.graded}</td><td>{100 * c.rate:.0f}%</td></tr>"
             for c in checks)
         sections.append(f"""<section>
 <h2>{html.escape(assignment)}</h2>
-<p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g}.</p>
+<p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g}.{similar}</p>
 <img src="{hist.name}" alt="{html.escape(scores_text(assignment, scores, max_score))}">
 <img src="{bars.name}" alt="{html.escape(checks_text(assignment, checks))}">
 <table><caption>Autograded checks of {html.escape(assignment)}, the most failed first</caption>

@@ -1,0 +1,136 @@
+"""The similarity report's page: the flagged pairs ranked, each pair side by side with the matching regions
+marked, and a histogram of every pair's score with the threshold (written by :func:`.similarity.write`)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+#: Flagged pairs shown side by side on the page (every flagged pair is in the table and the JSON).
+SHOWN_PAIRS = 40
+#: The page's policy: no script, nothing from the network, images from the report folder only.
+POLICY = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+STYLE = """body{font-family:sans-serif;line-height:1.5;color:#1f1f1f;background:#fff;max-width:80em;margin:2em auto;
+padding:0 1em} img{max-width:100%;height:auto;display:block;margin:1em 0} caption{text-align:left;font-weight:bold}
+h1,h2,h3{overflow-wrap:anywhere} a{color:#0b57a4;text-decoration:underline} a:focus{outline:3px solid #0b57a4;
+outline-offset:2px} table{border-collapse:collapse;max-width:100%} td,th{border:1px solid #767676;padding:.25em .5em;
+text-align:left;overflow-wrap:anywhere} .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}
+@media (max-width:700px){.pair{grid-template-columns:1fr}} .pair>div{min-width:0}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;border:1px solid #767676;padding:.5em;margin:0;
+font-size:.85em} mark{background:#ffd966;color:#1f1f1f;border-bottom:2px solid #1f1f1f}"""
+
+
+def histogram(result, out: Path) -> tuple[Path, str]:
+    """A histogram of every pair's score (pairs sharing no code count at 0) with the threshold marked, and its text
+    alternative."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(result.students)
+    total = n * (n - 1) // 2
+    scores = [p["score"] for p in result.pairs] + [0.0] * (total - len(result.pairs))
+    flagged = sum(p["flagged"] for p in result.pairs)
+    path = out / f"{result.assignment}_scores.png"
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.hist(scores, bins=20, range=(0, 1), color="#4c72b0", edgecolor="white")
+    ax.axvline(result.threshold, color="#b00020", linestyle="--", linewidth=2)
+    ax.text(result.threshold, 0.97, f" threshold {result.threshold:g}: {flagged} flagged", color="#b00020",
+            transform=ax.get_xaxis_transform(), va="top", fontsize=9)
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xlabel("similarity score of a pair (0 = nothing shared, 1 = the same code)")
+    ax.set_ylabel("pairs of students")
+    ax.set_title(f"{result.assignment}: {total} pairs of {n} hand-ins")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    below = sum(s < 0.2 for s in scores)
+    top = ", ".join(f"{p['score']:.2f}" for p in result.pairs[:3]) or "none above 0"
+    alt = (f"Histogram of the similarity scores of all {total} pairs of the {n} hand-ins of {result.assignment}, "
+           f"on a logarithmic count axis: {below} pairs score under 0.2; the highest scores are {top}; the threshold "
+           f"{result.threshold:g} is marked by a dashed line and {flagged} pair{'s' if flagged != 1 else ''} "
+           "reach it.")
+    return path, alt
+
+
+def marked(code: str, slices) -> str:
+    """``code`` escaped, with each matching region in a <mark>."""
+    if not slices or not len(slices[0]):
+        return html.escape(code)
+    parts, at = [], 0
+    for start, end in sorted(zip(slices[0], slices[1])):
+        start, end = max(start, at), min(end, len(code))
+        if start >= end:
+            continue
+        parts += [html.escape(code[at:start]), "<mark>", html.escape(code[start:end]), "</mark>"]
+        at = end
+    parts.append(html.escape(code[at:]))
+    return "".join(parts)
+
+
+def _pair_section(i: int, pair: dict, texts: dict) -> str:
+    a, b = pair["students"]
+    slices = pair.get("slices") or [[[], []], [[], []]]
+    sides = []
+    for who, share, sl in ((a, pair["shares"][0], slices[0]), (b, pair["shares"][1], slices[1])):
+        sides.append(f"""<div><h3>{html.escape(who)}: {100 * share:.0f}% of this code is marked</h3>
+<pre>{marked(texts.get(who, ''), sl)}</pre></div>""")
+    return f"""<section aria-labelledby="pair-{i}-title">
+<h2 id="pair-{i}">{i}. <span id="pair-{i}-title">{html.escape(a)} and {html.escape(b)}: score {pair['score']:.2f}</span></h2>
+<div class="pair">{''.join(sides)}</div>
+<p><a href="#flagged">Back to the flagged pairs</a></p>
+</section>"""
+
+
+def write_page(result, out: Path) -> Path:
+    """Write ``<assignment>.html`` and its histogram into ``out``; returns the page."""
+    hist, alt = histogram(result, out)
+    flagged = [p for p in result.pairs if p["flagged"]]
+    n = len(result.students)
+    rows = "\n".join(
+        f"<tr><td>{i}</td><td>" + (f'<a href="#pair-{i}">' if i <= SHOWN_PAIRS else "")
+        + f"{html.escape(p['students'][0])} and {html.escape(p['students'][1])}"
+        + ("</a>" if i <= SHOWN_PAIRS else "")
+        + f"</td><td>{p['score']:.2f}</td><td>{100 * p['shares'][0]:.0f}% / {100 * p['shares'][1]:.0f}%</td></tr>"
+        for i, p in enumerate(flagged, 1))
+    table = (f"""<table><caption>Flagged pairs, the most similar first</caption>
+<tr><th scope="col">rank</th><th scope="col">students</th><th scope="col">score</th>
+<th scope="col">share of each one's code found in the other</th></tr>
+{rows}
+</table>""" if flagged else "<p>No pair reaches the threshold.</p>")
+    skipped = "".join(f"<li>{html.escape(s)}: {html.escape(why)}</li>" for s, why in result.skipped.items())
+    skipped = f"<h2>Not compared</h2><ul>{skipped}</ul>" if skipped else ""
+    partly = "".join(f"<li>{html.escape(s)}: {html.escape(what)}</li>" for s, what in result.notes.items())
+    skipped += f"<h2>Compared in part</h2><ul>{partly}</ul>" if partly else ""
+    more = (f"<p>The {len(flagged) - SHOWN_PAIRS} flagged pairs after the first {SHOWN_PAIRS} are in the table and "
+            f"in {html.escape(result.assignment)}.json.</p>" if len(flagged) > SHOWN_PAIRS else "")
+    sections = "\n".join(_pair_section(i, p, result.texts) for i, p in enumerate(flagged[:SHOWN_PAIRS], 1))
+    page = out / f"{result.assignment}.html"
+    page.write_text(f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{POLICY}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Similarity of the hand-ins of {html.escape(result.assignment)}</title>
+<style>{STYLE}</style></head>
+<body><main>
+<h1>Similarity of the hand-ins of {html.escape(result.assignment)}</h1>
+<p><a href="../index.html">The class report</a></p>
+<p>{n} hand-ins compared on the students' own code: the release's cells (starter code, locked cells, tests) are
+left out, the code is printed again from its syntax tree (no comments, docstrings or formatting, definitions in a
+fixed order) and every name counts the same, so renaming does not hide a copy. Code that many students share is left
+out too. A pair's score is the mean share of each one's code found in the other (copydetect's winnowing
+fingerprints); pairs at {result.threshold:g} or above are flagged. A flag asks for a look, it is not a verdict:
+read the pair side by side.</p>
+<img src="{hist.name}" alt="{html.escape(alt)}">
+<h2 id="flagged">Flagged pairs</h2>
+{table}
+{more}
+{skipped}
+<p>Below, each flagged pair's code as compared (printed again from its syntax tree); <mark>marked</mark> regions are
+found in both.</p>
+{sections}
+</main></body></html>
+""", encoding="utf-8")
+    return page

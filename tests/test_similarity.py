@@ -1,0 +1,212 @@
+"""The similarity report (``python -m attention_course.grading similarity``) on real hand-ins.
+
+For every assignment a scratch class is handed in next to the repository's release: the master's solution, one demo
+student's hand-in and a disguised copy of it (every local name renamed, comments dropped, docstrings replaced,
+the code printed again from its syntax tree and its functions reordered: ``tools.submissions.disguise``), a
+catalogue alternative written in another style, the untouched release twice, and a corrupt notebook.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attention_course.grading import similarity
+from attention_course.grading.course import ROOT, available, catalogue_path
+
+from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, disguise, load_catalogue, read_notebook,
+                               write_class, write_notebook)
+
+#: Per assignment, a catalogue alternative that rewrites most of the answers in another style (NumPy instead of
+#: PyTorch, einsum, other designs): written by someone else, it must not be flagged against the master's solution.
+OTHER_STYLE = {"01_self_attention": "alt-torch-float32", "02_multihead_attention": "alt-einsum",
+               "03_masking": "alt-numpy-float64", "04_msa_attention": "alt-numpy-float64",
+               "05_hand_designed_transformers": "alt-designs-rotated", "06_efficient_attention": "alt-torch-float32"}
+COPIED, COPY = "ada", "copycat"
+PAYLOAD = 'note = "</pre></div><script>alert(1)</script><img src=x onerror=alert(2)>"\n'
+
+
+def scratch_class(folder: Path, assignment: str) -> Path:
+    """A course folder with the repository's release and master of ``assignment`` and the class above."""
+    course = folder / assignment
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / assignment, course / part / assignment)
+    catalogue = load_catalogue(catalogue_path(assignment))
+    demo = demo_roster(catalogue)[COPIED]
+    other = next(s for s in catalogue if s.name == OTHER_STYLE[assignment])
+    write_class(course, assignment, {"master": COMPLETE, COPIED: demo, "other-style": other,
+                                     "blank": BLANK, "blank-too": BLANK})
+    masters = {p.name: read_notebook(p) for p in sorted((course / "source" / assignment).glob("*.ipynb"))}
+    original = apply_submission(masters, demo) if demo != COMPLETE else None
+    copied = {name: read_notebook(course / "submitted" / COPIED / assignment / name) for name in masters}
+    if original is not None:
+        assert copied == original
+    for name, nb in disguise(copied, seed=len(assignment)).items():
+        write_notebook(nb, course / "submitted" / COPY / assignment / name)
+    broken, linked, deep = (course / "submitted" / who / assignment for who in ("broken", "linked", "deep"))
+    for folder in (broken, linked):
+        folder.mkdir(parents=True)
+    for name in masters:
+        (broken / name).write_text('{"cells": [{"cell_type": "code", "source": "def f(', encoding="utf-8")
+        (linked / name).symlink_to("/etc/passwd")  # never followed
+        nb = read_notebook(course / "release" / assignment / name)  # code nested past what the parser takes
+        nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                            "source": "x = " + "[" * 5000 + "]" * 5000 + "\ny = " + "-" * 20000 + "1"})
+        write_notebook(nb, deep / name)
+    return course
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """assignment -> (course, Result, JSON as read back), for every assignment."""
+    out = {}
+    for assignment in available():
+        course = scratch_class(tmp_path_factory.mktemp("similarity"), assignment)
+        result = similarity.write(course, assignment)
+        data = json.loads((course / "report" / "similarity" / f"{assignment}.json").read_text(encoding="utf-8"))
+        out[assignment] = (course, result, data)
+    return out
+
+
+def pair(data: dict, a: str, b: str) -> dict | None:
+    return next((p for p in data["pairs"] if set(p["students"]) == {a, b}), None)
+
+
+def test_the_json_interface_is_exactly_as_documented(reports):
+    for assignment, (_, _, data) in reports.items():
+        assert set(data) == {"pairs", "threshold"} and data["threshold"] == similarity.THRESHOLD
+        scores = [p["score"] for p in data["pairs"]]
+        assert scores == sorted(scores, reverse=True), f"{assignment}: pairs not best first"
+        for p in data["pairs"]:
+            assert {"students", "score", "flagged"} <= set(p), p
+            assert len(p["students"]) == 2 and p["students"][0] != p["students"][1]
+            assert 0 <= p["score"] <= 1 and p["flagged"] == (p["score"] >= data["threshold"]), p
+
+
+@pytest.mark.parametrize("assignment", available())
+def test_a_disguised_copy_ranks_first_and_is_flagged(reports, assignment):
+    _, result, data = reports[assignment]
+    copy = pair(data, COPIED, COPY)
+    assert copy is not None and copy["flagged"], f"{assignment}: the disguised copy was not flagged: {copy}"
+    assert copy["score"] == data["pairs"][0]["score"] >= 0.95, (copy, data["pairs"][:3])
+    # a tie at the top is only with the master, of which the demo student's hand-in is itself a copy
+    assert all(p["score"] < copy["score"] or set(p["students"]) <= {COPIED, COPY, "master"} for p in data["pairs"])
+
+
+@pytest.mark.parametrize("assignment", available())
+def test_independent_work_and_the_release_are_not_flagged(reports, assignment):
+    _, result, data = reports[assignment]
+    other = pair(data, "master", "other-style")
+    assert other is None or not other["flagged"], f"{assignment}: another style flagged against the master: {other}"
+    assert not [p for p in data["pairs"] if "other-style" in p["students"] and p["flagged"]]
+    # the untouched release has no code of its own (its starter code and locked cells are left out)
+    assert not [p for p in data["pairs"] if {"blank", "blank-too"} & set(p["students"]) and p["score"] > 0]
+    assert result.texts["blank"] == result.texts["blank-too"] == ""
+
+
+def test_a_corrupt_notebook_is_reported_and_the_rest_compared(reports):
+    """A notebook that is not JSON, one that is a link, and code nested past what Python's parser takes."""
+    for assignment, (course, result, data) in reports.items():
+        assert "not a readable notebook" in result.skipped.get("broken", ""), result.skipped
+        assert "symbolic link" in result.skipped.get("linked", ""), result.skipped
+        assert "deep" in result.students and "broken" not in result.students and len(result.students) == 7
+        assert not result.notes
+        page = (course / "report" / "similarity" / f"{assignment}.html").read_text(encoding="utf-8")
+        assert "Not compared" in page and "broken" in page
+
+
+def test_a_flood_of_hostile_code_is_compared_in_part_and_shown_inert(tmp_path):
+    course = tmp_path / "flood"
+    assignment = "01_self_attention"
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / assignment, course / part / assignment)
+    for name in ("flood", "flood-too"):
+        for path in (course / "release" / assignment).glob("*.ipynb"):
+            nb = read_notebook(path)
+            nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                "source": PAYLOAD + "\n".join(f"v{i} = {i} * w + b" for i in range(8000))})
+            write_notebook(nb, course / "submitted" / name / assignment / path.name)
+    result = similarity.write(course, assignment)
+    assert set(result.notes) == {"flood", "flood-too"} and "only the first 60,000 of its" in result.notes["flood"]
+    assert len(result.texts["flood"]) == similarity.MAX_CODE and result.pairs[0]["flagged"]
+    page = (course / "report" / "similarity" / f"{assignment}.html").read_text(encoding="utf-8")
+    assert "Compared in part" in page and "default-src 'none'" in page
+    assert "&lt;script&gt;" in page and not active_markup(page)
+
+
+def active_markup(page: str) -> list:
+    """Elements of the page that could run something: scripts, event handlers, images from elsewhere."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in ("script", "iframe", "object", "embed") or any(k.startswith("on") for k, _ in attrs) \
+                    or (tag == "img" and not dict(attrs).get("src", "").endswith(".png")):
+                found.append((tag, attrs))
+
+    Parser().feed(page)
+    return found
+
+
+def test_the_page_shows_each_flagged_pair_side_by_side(reports):
+    course, result, data = reports["06_efficient_attention"]
+    page = (course / "report" / "similarity" / "06_efficient_attention.html").read_text(encoding="utf-8")
+    flagged = [p for p in data["pairs"] if p["flagged"]]
+    assert page.count('<div class="pair">') == len(flagged) > 0
+    assert page.count("<mark>") >= len(flagged) and "<script" not in page
+    assert (course / "report" / "similarity" / "06_efficient_attention_scores.png").stat().st_size > 5000
+    assert f"threshold {similarity.THRESHOLD:g}" in page
+
+
+def test_normalising_undoes_renaming_comments_docstrings_formatting_and_order():
+    from copydetect.utils import filter_code
+
+    original = '''
+import numpy as np
+
+def softmax(S, axis=-1):
+    """Row-wise softmax."""
+    shifted = S - S.max(axis=axis, keepdims=True)  # stable
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+def attention(Q, K, V):
+    return softmax(Q @ K.T / np.sqrt(Q.shape[-1])) @ V
+
+class Head:
+    def __init__(self, d):
+        self.d = d
+'''
+    disguised = '''
+import numpy as np
+class Head:
+    def __init__(me, width): me.d = width
+def attention(query, key, value):
+    # the whole thing
+    return softmax(query@key.T/np.sqrt(query.shape[-1]))@value
+def softmax(scores,
+            axis = -1):
+    "My implementation."
+    centred = scores - scores.max(axis = axis, keepdims = True)
+    ex = np.exp(centred)
+    return ex / ex.sum(axis=axis, keepdims=True)
+'''
+    a, b = (filter_code(similarity.normalise(code), "cell.py", "python")[0] for code in (original, disguised))
+    assert a == b
+    assert similarity.normalise("def f(:\n  pass") == "def f(:\n  pass"  # code that does not parse stays as written
+
+
+@pytest.mark.slow
+def test_the_page_meets_wcag_aa(reports):
+    from browser import chromium, require_axe, wcag_failures
+
+    require_axe()
+    course, _, _ = reports["06_efficient_attention"]
+    with chromium() as browser:
+        failed = wcag_failures(browser, {"similarity": course / "report" / "similarity" / "06_efficient_attention.html"})
+    assert not failed, failed
