@@ -19,8 +19,7 @@ install: $(STAMP) ## Create .venv with every pinned package (~3 min the first ti
 
 $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	@# --no-compile: Python compiles each module the first time it is imported instead (about 30 s less here)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
 	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \

@@ -11,6 +11,8 @@ scripts, so the audit's browser context bypasses it); its rules are WCAG 2.0 and
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from attention_course.grading.course import ROOT, available, gradebook_url
@@ -129,11 +131,16 @@ def test_the_keyboard_reaches_every_link_with_a_visible_focus(site):
 
 
 def test_results_are_told_in_words_not_colour_alone(site):
-    """Each grade cell of a feedback page says its score in words; the report labels every bar with its rate."""
+    """Each grade cell of a feedback page says its score in words; the report labels every bar with its rate; the
+    similarity page marks matching code with <mark> and an underline, not a colour alone, and says each score."""
     for name, path in site["pages"].items():
         text = path.read_text(encoding="utf-8")
         if name == "report":
             assert "alt=\"Bar chart of the share of students with full points" in text
+            continue
+        if name == "similarity":
+            assert "<mark>" in text and "mark{background:#ffd966;color:#1f1f1f;border-bottom:2px solid" in text
+            assert re.search(r"<td>\d\.\d\d</td><td>\d+% / \d+%</td>", text) and "is marked by a dashed line" in text
             continue
         ctx, page = open_page(site, path)
         try:
