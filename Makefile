@@ -19,7 +19,9 @@ install: $(STAMP) ## Create .venv with every pinned package (~3 min the first ti
 
 $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	@# bytecode compiled on every core (pip compiles one file after another; the tests' processes never write it)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
 	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \
@@ -61,7 +63,7 @@ similarity: $(STAMP) ## Which hand-ins share their code: pairs ranked, side by s
 	$(BIN)/python -m attention_course.grading similarity $(A)
 
 check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (~1 min)
-	$(BIN)/ruff check attention_course tools tests nbgrader_config.py
+	$(BIN)/ruff check attention_course tools tests nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in two processes (~12 min, 2 cores)

@@ -24,6 +24,7 @@ from nbgrader.preprocessors import (
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
 from attention_course.grading.autograde import FINGERPRINT
+from attention_course.grading.course import CATALOGUE
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.nbgrader_ext import (
     DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
@@ -56,9 +57,11 @@ os.makedirs(c.Exchange.root, mode=0o777, exist_ok=True)  # nbgrader requires it 
 # The assignments are the folders of source/ named NN_name, in the order of their numbers
 # (attention_course.grading.course.available, which the Makefile and the tests iterate over).
 c.CourseDirectory.solution_directory = "solutions"
-# Files nbgrader never copies between folders: its defaults, plus the grader's fingerprint of a graded
-# hand-in (autograded/<student>/<assignment>/), which must not travel into feedback/ to students.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", FINGERPRINT]
+# Files nbgrader never copies between folders: its defaults, the grader's fingerprint of a graded hand-in
+# (autograded/<student>/<assignment>/), which must not travel into feedback/ to students, and each assignment's
+# catalogue of synthetic hand-ins (source/<id>/catalogue.py: complete alternative answers among them), which must
+# not travel into the release or the solutions.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", FINGERPRINT, CATALOGUE]
 
 # --- Releasing -------------------------------------------------------------
 # Stock pipeline plus starter code (see attention_course/grading/nbgrader_ext.py).

@@ -275,7 +275,7 @@ class Class:
 
 
 def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
-    """Release every assignment; hand in its whole catalogue (tests/catalogue/<id>.py) and the hostile hand-ins
+    """Release every assignment; hand in its whole catalogue (source/<id>/catalogue.py) and the hostile hand-ins
     of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
     ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (its
     workers keep both cores busy) with short time limits, watching the grading processes' memory; write the

@@ -1,7 +1,7 @@
 """The grader graded: one real autograde run over a synthetic class (every assignment's catalogue, next to
 the hostile hand-ins of test_security.py).
 
-For every assignment with a catalogue (tests/catalogue/<assignment>.py):
+For every assignment with a catalogue (source/<assignment>/catalogue.py):
 - the reference solution earns every autograded point and leaves manual cells to the instructor;
 - the untouched release earns nothing;
 - each mistake loses points in exactly the grade cells it targets, and keeps every other point;

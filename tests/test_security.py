@@ -137,6 +137,8 @@ def test_glob_like_ids_touch_nobody(hostile):
 def test_nothing_outside_the_scratch_area_changes(the_class):
     course = the_class.course
     assert tree_digest(course / "source") == the_class.source_before, "a submission changed source/"
+    for folder in ("release", "autograded", "feedback"):  # the catalogues beside the masters reach no student
+        assert not list((course / folder).rglob("catalogue.py")), f"an assignment's catalogue is in {folder}/"
     for student, digest in the_class.before.items():
         assert tree_digest(course / "submitted" / student) == digest, f"a submission changed {student}'s hand-in"
     assert not Path("/tmp/attention-canary.txt").exists()

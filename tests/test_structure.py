@@ -114,6 +114,11 @@ def test_an_assignment_is_its_folder(tmp_path):
     (tmp_path / "source" / "08_a_file.txt").write_text("")
     assert available(tmp_path) == ["01_self_attention", "07_attention_backward", "10_later"]
     assert available(tmp_path / "nowhere") == []
+    # its catalogue of synthetic hand-ins is in the same folder, and every assignment of the course has one
+    from attention_course.grading.course import ROOT, catalogue_path
+
+    assert catalogue_path("07_attention_backward", tmp_path) == tmp_path / "source" / "07_attention_backward" / "catalogue.py"
+    assert all(catalogue_path(a).is_file() for a in available(ROOT)), "an assignment without source/<id>/catalogue.py"
 
 
 def test_the_trust_ledger_is_true():

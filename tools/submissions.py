@@ -3,7 +3,7 @@
 The demo class and the grading tests need notebooks that a student could
 have handed in: the full solution, the untouched release, and the solution
 with one realistic mistake, or with a different but correct approach. They
-are described in ``tests/catalogue/<assignment>.py`` as :class:`Submission`
+are described in ``source/<assignment>/catalogue.py`` as :class:`Submission`
 objects and built here.
 """
 
@@ -58,7 +58,7 @@ class Submission:
 
 def catalogue_module(path: Path):
     """A catalogue file, imported."""
-    spec = importlib.util.spec_from_file_location(f"catalogue_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"catalogue_{path.parent.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

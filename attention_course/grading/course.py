@@ -52,8 +52,14 @@ def unusable_folders(course: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.is_dir() and not trust.plain_id(p.name))
 
 
+#: An assignment's catalogue of synthetic hand-ins (realistic mistakes, alternative answers: what the tests, the demo
+#: class and the bench hand in), beside its master in source/<id>/. nbgrader never copies it (nbgrader_config.py
+#: lists it in ``CourseDirectory.ignore``): no release, solution, autograded folder or feedback holds it.
+CATALOGUE = "catalogue.py"
+
+
 def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
-    return course / "tests" / "catalogue" / f"{assignment}.py"
+    return course / "source" / assignment / CATALOGUE
 
 
 def submission_problems(course: Path, student: str, assignment: str, notebooks: list[str]) -> list[str]:

@@ -1,6 +1,6 @@
 """What Validate says to every catalogue mistake: ``python tests/tools/validate_catalogue.py [ASSIGNMENT ...]``.
 
-Each mistake of ``tests/catalogue/<assignment>.py`` is applied to the master with its hidden tests dropped (the
+Each mistake of ``source/<assignment>/catalogue.py`` is applied to the master with its hidden tests dropped (the
 release's visible checks, what a student's Validate runs) and validated in kernels of the course's fork server
 (``tests/fastvalidate.py``). Prints, per assignment, how many mistakes Validate calls a "Success" and which; with
 ``--json FILE`` also writes every verdict. The figures of issue 25 (before and after) come from here.
