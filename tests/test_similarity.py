@@ -163,6 +163,30 @@ def test_the_page_shows_each_flagged_pair_side_by_side(reports):
     assert f"threshold {similarity.THRESHOLD:g}" in page
 
 
+def test_a_solution_copied_by_many_is_common_code_unless_the_limit_is_raised(tmp_path):
+    """27 hand-ins of 02 that are all the master with one change: by default (MOSS's limit) their shared code is
+    common and almost nothing is flagged; with the limit above the class's size every copy of the master is."""
+    import subprocess
+    import sys
+
+    from tools.submissions import catalogue_roster
+
+    assignment = "02_multihead_attention"
+    course = tmp_path / "leak"
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / assignment, course / part / assignment)
+    write_class(course, assignment, catalogue_roster(load_catalogue(catalogue_path(assignment))))
+    default = similarity.write(course, assignment)
+    n = len(default.students)
+    assert sum(p["flagged"] for p in default.pairs) <= 3, default.pairs[:5]
+    run = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "similarity",
+                          assignment, "--common", str(n)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    data = json.loads((course / "report" / "similarity" / f"{assignment}.json").read_text(encoding="utf-8"))
+    assert sum(p["flagged"] for p in data["pairs"]) > n, run.stdout[:500]
+    assert "flagged" in run.stdout and assignment in run.stdout
+
+
 def test_normalising_undoes_renaming_comments_docstrings_formatting_and_order():
     from copydetect.utils import filter_code
 

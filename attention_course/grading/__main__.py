@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     similar = sub.add_parser("similarity", help="rank the pairs of hand-ins of an assignment by shared code")
     similar.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment with hand-ins)")
     similar.add_argument("--threshold", type=float, default=None, help="flag pairs scoring at least this (0 to 1)")
+    similar.add_argument("--common", type=int, default=None, metavar="N",
+                         help="leave out code found in more than N hand-ins (default: max(10, 10%% of the class)); "
+                              "raise it to catch a solution many students copied from one source")
     pages = sub.add_parser("solutions-html", help="render solutions/<id>/*.ipynb as solutions/<id>/*.html")
     pages.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
@@ -74,7 +77,9 @@ def main(argv=None) -> int:
         threshold = THRESHOLD if args.threshold is None else args.threshold
         if not 0 < threshold <= 1:
             parser.error("--threshold must be in (0, 1]")
-        return similarity_main(course, chosen, threshold)
+        if args.common is not None and args.common < 1:
+            parser.error("--common must be at least 1")
+        return similarity_main(course, chosen, threshold, args.common)
 
     if args.command == "solutions-html":
         from .solutions import write_pages

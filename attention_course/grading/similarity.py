@@ -221,11 +221,12 @@ def fingerprint(name: str, code: str, boilerplate):
                            language="python", fp=io.StringIO(code))
 
 
-def drop_common(handins: list[Handin]) -> int:
-    """Leave out of every fingerprint the hashes found in more hand-ins than the common-code limit; returns it."""
+def drop_common(handins: list[Handin], common: int | None = None) -> int:
+    """Leave out of every fingerprint the hashes found in more hand-ins than the common-code limit (``common``, or
+    by default max(COMMON_MIN, COMMON_SHARE * n)); returns it."""
     from copydetect.utils import get_token_coverage
 
-    limit = max(COMMON_MIN, int(COMMON_SHARE * len(handins)))
+    limit = max(COMMON_MIN, int(COMMON_SHARE * len(handins))) if common is None else common
     counts = defaultdict(int)
     for h in handins:
         for value in h.fingerprint.hashes:
@@ -266,14 +267,14 @@ def compare(a: Handin, b: Handin) -> dict:
             "slices": [s.tolist() for s in slices]}
 
 
-def analyse(course: Path, assignment: str, threshold: float = THRESHOLD) -> Result:
+def analyse(course: Path, assignment: str, threshold: float = THRESHOLD, common: int | None = None) -> Result:
     """Read, fingerprint and compare the class; pairs best first (ties by name), those sharing nothing left out."""
     release_cells, boiler_text = release_code(course, assignment)
     handins, skipped, notes = read_class(course, assignment, release_cells)
     boilerplate = sorted(fingerprint("release", boiler_text, None).hashes) if boiler_text else None
     for h in handins:
         h.fingerprint = fingerprint(h.student, h.code, boilerplate)
-    drop_common(handins)
+    drop_common(handins, common)
     candidates = candidate_pairs(handins)
     pairs = [compare(handins[i], handins[j]) for i, j in candidates]
     pairs = [p for p in pairs if p["score"] > 0]
@@ -284,13 +285,14 @@ def analyse(course: Path, assignment: str, threshold: float = THRESHOLD) -> Resu
                   {h.student: h.code for h in handins}, len(candidates))
 
 
-def write(course: Path, assignment: str, out: Path | None = None, threshold: float = THRESHOLD) -> Result:
+def write(course: Path, assignment: str, out: Path | None = None, threshold: float = THRESHOLD,
+          common: int | None = None) -> Result:
     """Analyse the class and write ``<out>/<assignment>.json`` and ``.html`` (out: ``report/similarity``)."""
     from .similarity_page import write_page
 
     if not (course / "release" / assignment).is_dir():
         raise FileNotFoundError(f"no release of {assignment}: run `make release` first")
-    result = analyse(course, assignment, threshold)
+    result = analyse(course, assignment, threshold, common)
     out = out or course / "report" / "similarity"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{assignment}.json").write_text(json.dumps(result.as_json(), indent=1) + "\n", encoding="utf-8")
@@ -311,10 +313,10 @@ def summary(result: Result) -> str:
     return "\n".join(lines)
 
 
-def main(course: Path, assignments: list[str], threshold: float = THRESHOLD) -> int:
+def main(course: Path, assignments: list[str], threshold: float = THRESHOLD, common: int | None = None) -> int:
     for assignment in assignments:
         try:
-            result = write(course, assignment, threshold=threshold)
+            result = write(course, assignment, threshold=threshold, common=common)
         except FileNotFoundError as exc:
             print(exc, file=sys.stderr)
             return 1
