@@ -19,9 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attention_course.grading.course import ROOT, catalogue_path
+from attention_course.grading.course import ROOT
 
-from .submissions import BLANK, COMPLETE, apply_submission, disguise, load_catalogue, read_notebook, solved_notebook, write_notebook
+from .bench import roster
+from .submissions import BLANK, COMPLETE, apply_submission, disguise, read_notebook, solved_notebook, write_notebook
 
 ASSIGNMENT = "01_self_attention"
 MEASURE = r"""
@@ -40,10 +41,8 @@ def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> None:
     for part in ("source", "release"):
         shutil.copytree(ROOT / part / assignment, course / part / assignment)
     masters = {p.name: read_notebook(p) for p in sorted((course / "source" / assignment).glob("*.ipynb"))}
-    answers = [COMPLETE, BLANK] + load_catalogue(catalogue_path(assignment))
     built = {}
-    for i in range(n):
-        what = answers[i % len(answers)]
+    for i, what in enumerate(roster(n, assignment).values()):  # make bench's round robin over the catalogue
         key = what if isinstance(what, str) else what.name
         if key not in built:
             built[key] = ({name: read_notebook(course / "release" / assignment / name) for name in masters}
