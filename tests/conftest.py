@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (``make test`` runs two workers), each test file goes whole to one worker, so that its
+    """Under pytest-xdist (``make test`` runs three workers on two cores), each test file goes whole to one worker, so that its
     module fixtures (a scratch course, a server, a browser) are built once; the files that read the graded
     class go together, so that it is graded once. (xdist's own ``loadgroup`` names groups through a node
     attribute that pytest 9 no longer reads.)"""
