@@ -24,7 +24,8 @@ from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, d
 #: PyTorch, einsum, other designs): written by someone else, it must not be flagged against the master's solution.
 OTHER_STYLE = {"01_self_attention": "alt-torch-float32", "02_multihead_attention": "alt-einsum",
                "03_masking": "alt-numpy-float64", "04_msa_attention": "alt-numpy-float64",
-               "05_hand_designed_transformers": "alt-designs-rotated", "06_efficient_attention": "alt-torch-float32"}
+               "05_hand_designed_transformers": "alt-designs-rotated", "06_efficient_attention": "alt-torch-float32",
+               "07_attention_backward": "alt-torch-float32"}
 COPIED, COPY = "ada", "copycat"
 PAYLOAD = 'note = "</pre></div><script>alert(1)</script><img src=x onerror=alert(2)>"\n'
 
