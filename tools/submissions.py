@@ -56,6 +56,12 @@ class Submission:
         return bool(self.loses)
 
 
+def in_dtype(sources: dict, dtype: str) -> dict:
+    """Solution cells (grade id -> source) written with the placeholder ``DTYPE`` (``torch.DTYPE``), for one dtype:
+    one answer graded in float64 and in float32."""
+    return {cell: source.replace("DTYPE", dtype) for cell, source in sources.items()}
+
+
 def catalogue_module(path: Path):
     """A catalogue file, imported."""
     spec = importlib.util.spec_from_file_location(f"catalogue_{path.parent.name}", path)

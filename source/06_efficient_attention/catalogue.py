@@ -1,6 +1,6 @@
 """Synthetic submissions for 06_efficient_attention: realistic mistakes and alternative correct answers."""
 
-from tools.submissions import Submission
+from tools.submissions import Submission, in_dtype
 
 TILED_ALL = frozenset({"test_tiled", "test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal"})
 CACHE_ALL = frozenset({"test_attend_with_cache", "test_decode", "test_decode_rope"})
@@ -84,10 +84,6 @@ def decode_rope(X, W_q, W_k, W_v, base=10000.0):
         outputs.append(o)
     return torch.stack(outputs)
 '''}
-
-
-def torch_answer(dtype: str) -> dict:
-    return {cell: source.replace("DTYPE", dtype) for cell, source in TORCH_ANSWER.items()}
 
 
 #: The complete answers in the two other numeric styles every catalogue carries (issue 25): the submission
@@ -298,11 +294,11 @@ def decode(X, W_q, W_k, W_v):
     # ---- alternatives: correct in another way ---------------------------------------------------
     Submission(
         "alt-torch-float32", "every function in float32 PyTorch (the notebook asks for float64: does float32 hold?)",
-        replace=torch_answer("float32"),
+        replace=in_dtype(TORCH_ANSWER, "float32"),
     ),
     Submission(
         "alt-torch", "every function in float64 PyTorch (tensors in, tensors out), logsumexp-style statistics",
-        replace=torch_answer("float64"),
+        replace=in_dtype(TORCH_ANSWER, "float64"),
     ),
     Submission(
         "alt-key-blocks-outer", "the key blocks in the outer loop, running statistics for every query row at once",

@@ -1,6 +1,6 @@
 """Synthetic submissions for 07_attention_backward: realistic mistakes and alternative correct answers."""
 
-from tools.submissions import Submission
+from tools.submissions import Submission, in_dtype
 
 #: Every cell that calls the student's attention_backward (gqa_backward does, head by head).
 BACKWARD_ALL = frozenset({"test_attention_backward", "test_attention_backward_mask", "test_attention_backward_fd",
@@ -121,10 +121,6 @@ def window_attention(Q, K, V, window, block_q, block_k):
         out[qs:qe] = acc / l[:, None]
     return out, tiles
 '''}
-
-
-def torch_answer(dtype: str) -> dict:
-    return {cell: source.replace("DTYPE", dtype) for cell, source in TORCH_ANSWER.items()}
 
 
 #: The complete answers in the two numeric styles every catalogue carries: float32 PyTorch and float64 NumPy
@@ -312,8 +308,8 @@ SUBMISSIONS = [
         loses=frozenset({"test_window"}),
     ),
     # ---- Alternative correct answers -----------------------------------------------------------
-    Submission("alt-torch-float64", "every function in PyTorch, float64", replace=torch_answer("float64")),
-    Submission("alt-torch-float32", "every function in PyTorch, float32", replace=torch_answer("float32")),
+    Submission("alt-torch-float64", "every function in PyTorch, float64", replace=in_dtype(TORCH_ANSWER, "float64")),
+    Submission("alt-torch-float32", "every function in PyTorch, float32", replace=in_dtype(TORCH_ANSWER, "float32")),
     Submission(
         "alt-einsum", "einsum for every product of the backward passes",
         edits=[("backward", "dV = P.T @ dO", "dV = np.einsum('qk,qv->kv', P, dO)"),
