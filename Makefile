@@ -21,7 +21,8 @@ $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	@# bytecode compiled on every core (pip compiles one file after another; the tests' processes never write it);
 	@# like pip, a file that does not compile under Python 3.11 (one of torch's, in 3.12 syntax) is left as it is
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	@# exactly the pinned list, nothing it leaves out on purpose (see requirements.txt)
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements.txt
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm

@@ -26,13 +26,28 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
 CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
+#: The other long files, longest first (seconds of one xdist process, measured): handed out before the short ones,
+#: so that no process is left with a long file while the others have finished.
+LONG_MODULES = ["test_release.py",  # ~490 s
+                "test_parallel.py",  # ~260 s
+                "test_browser.py",  # ~150 s
+                "test_sandbox.py",  # ~100 s
+                "test_browser_inert.py",  # ~80 s
+                "test_exchange.py"]  # ~60 s
+
+
+def _order(item) -> int:
+    name = item.path.name
+    if name in CLASS_MODULES:
+        return 0
+    return 1 + LONG_MODULES.index(name) if name in LONG_MODULES else 1 + len(LONG_MODULES)
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.path.name not in CLASS_MODULES)  # the longest work first
+    items.sort(key=_order)  # the longest work first (a stable sort: each file's tests keep their order)
 
 
 def pytest_xdist_make_scheduler(config, log):

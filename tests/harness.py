@@ -135,9 +135,19 @@ def release(course: Path, assignments: list[str], db_url: str = "") -> None:
     api_calls(course, [("generate_assignment", [a], {"force": True, "create": True}) for a in assignments], db_url)
 
 
-def feedback(course: Path, assignments: list[str]) -> None:
-    """``nbgrader generate_feedback`` for several assignments in one process."""
-    api_calls(course, [("generate_feedback", [a], {"force": True}) for a in assignments])
+def feedback(course: Path, assignments: list[str], processes: int = 2) -> None:
+    """``nbgrader generate_feedback`` for several assignments, in ``processes`` processes that share them out by
+    their number of hand-ins (one process writes a class's 230 pages in 40 s of one core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shares: list[list] = [[] for _ in range(processes)]
+    loads = [0] * processes
+    for a in sorted(assignments, key=lambda a: -len(list((course / "submitted").glob(f"*/{a}")))):
+        least = loads.index(min(loads))
+        shares[least].append(("generate_feedback", [a], {"force": True}))
+        loads[least] += len(list((course / "submitted").glob(f"*/{a}")))
+    with ThreadPoolExecutor(processes) as pool:
+        list(pool.map(lambda calls: api_calls(course, calls), [share for share in shares if share]))
 
 
 def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -277,10 +287,11 @@ class Class:
 def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
     """Release every assignment; hand in its whole catalogue (source/<id>/catalogue.py) and the hostile hand-ins
     of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
-    ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (its
-    workers keep both cores busy) with short time limits, watching the grading processes' memory; write the
-    feedback. The catalogue's students are graded next to the hostile ones, so every catalogue test also shows
-    that a hostile classmate changes nobody else's grade."""
+    ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (three
+    workers: the class is the longest fixture, and keeps its share of the cores beside the other test processes)
+    with short time limits, watching the grading processes' memory; write the feedback. The catalogue's students
+    are graded next to the hostile ones, so every catalogue test also shows that a hostile classmate changes
+    nobody else's grade."""
     course = new_course(tmp, assignments)
     with open(course / "nbgrader_config.py", "a") as f:
         f.write(LIMITS)
@@ -305,7 +316,7 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
     assert len(str(grader_tmp)) + len("/attention-judge-12345678/judge.sock") <= 107, \
         "the kernels' scratch folders must be in the grader's TMPDIR (a deeper one falls back to /tmp)"
     expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
-    log = course_autograde(course, *assignments, "--force", check=False,
+    log = course_autograde(course, *assignments, "--force", "--workers", "3", check=False,
                            env={EXPECTED_LOG: str(expected), "TMPDIR": str(grader_tmp)}).stderr
     memory.stop.set()
     memory.join()

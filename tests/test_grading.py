@@ -11,6 +11,7 @@ For every assignment with a catalogue (source/<assignment>/catalogue.py):
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 import math
@@ -191,15 +192,21 @@ def significant(token: str) -> int:
     return len(digits if "." in mantissa else digits.rstrip("0"))
 
 
+@functools.cache
+def expected_values(log: Path) -> tuple[int, dict]:
+    """How many values the checks of the whole class compared against (``checks.EXPECTED_LOG``), and each rounded
+    to 3 ... 9 significant digits: read once for every assignment's test."""
+    values = [v for line in log.read_text().splitlines() for v in json.loads(line)]
+    return len(values), {k: {float(f"{v:.{k}g}") for v in values if math.isfinite(v)} for k in range(3, 10)}
+
+
 @pytest.mark.parametrize("assignment", GRADED)
 def test_feedback_never_prints_a_value_it_was_graded_against(graded, assignment):
     """No failed check's message prints a reference value: every number with 3 or more significant digits in
     a mistake's feedback is compared with every value the checks compared against (recorded while grading)."""
     g = graded(assignment)
-    log = g.course / "expected-values.jsonl"
-    values = [v for line in log.read_text().splitlines() for v in json.loads(line)]
-    assert len(values) > 100, "the grader recorded no expected values"
-    rounded = {k: {float(f"{v:.{k}g}") for v in values if math.isfinite(v)} for k in range(3, 10)}
+    count, rounded = expected_values(g.course / "expected-values.jsonl")
+    assert count > 100, "the grader recorded no expected values"
     leaks = {}
     for sub in g.catalogue:
         if not sub.is_mistake:

@@ -62,7 +62,11 @@ def main(mode: str) -> None:
     finally:
         scratch = kernel.scratch
         kernel.close()
-    time.sleep(0.5)
+    # Killed processes may still be tearing down their memory (state R, no command line any more) for a moment
+    # on a busy machine: what is still there after 10 s outlived the kernel.
+    deadline = time.monotonic() + 10
+    while in_namespace(ns) and time.monotonic() < deadline:
+        time.sleep(0.2)
     found["left_running"] = in_namespace(ns)
     found["scratch_left"] = scratch.exists()
     print(json.dumps(found))
