@@ -288,9 +288,9 @@ class Class:
 def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
     """Release every assignment; hand in its whole catalogue (source/<id>/catalogue.py) and the hostile hand-ins
     of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
-    ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (three
-    workers: the class is the longest fixture, and keeps its share of the cores beside the other test processes)
-    with short time limits, watching the grading processes' memory; write the feedback. The catalogue's students
+    ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (a worker
+    per core; a third worker beside the other test processes slowed a kernel past the 8 s cell limit once) with
+    short time limits, watching the grading processes' memory; write the feedback. The catalogue's students
     are graded next to the hostile ones, so every catalogue test also shows that a hostile classmate changes
     nobody else's grade."""
     course = new_course(tmp, assignments)
@@ -317,7 +317,7 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
     assert len(str(grader_tmp)) + len("/attention-judge-12345678/judge.sock") <= 107, \
         "the kernels' scratch folders must be in the grader's TMPDIR (a deeper one falls back to /tmp)"
     expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
-    log = course_autograde(course, *assignments, "--force", "--workers", "3", check=False,
+    log = course_autograde(course, *assignments, "--force", check=False,
                            env={EXPECTED_LOG: str(expected), "TMPDIR": str(grader_tmp)}).stderr
     memory.stop.set()
     memory.join()
