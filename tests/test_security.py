@@ -18,6 +18,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -238,9 +239,17 @@ def test_the_sandbox_takes_every_process_and_byte_a_hand_in_leaves(hostile):
     stopped = re.search(r"stopped after (\d+) MiB", printed)
     assert stopped and int(stopped.group(1)) <= 512, f"the write was not stopped at the scratch size: {printed[-500:]}"
     assert not judge_processes(run["tmp"]), "kernel processes outlived grading"
-    base = CLASS_UID_BASE  # the class's kernels only: other tests may be grading at the same time
-    left = [p for p in os.listdir("/proc") if p.isdigit() and base <= _uid(p) < base + 2**26]
+    # A killed kernel process can still be tearing down its memory a moment later on a busy machine (seen once);
+    # the sleepers sleep for an hour, so what is still there after 10 s outlived grading.
+    deadline = time.monotonic() + 10
+    while (left := _class_processes()) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not left, f"processes of kernel users outlived grading: {left}"
+
+
+def _class_processes() -> list[str]:
+    """Processes running as one of the class's kernel users (other tests may be grading at the same time)."""
+    return [p for p in os.listdir("/proc") if p.isdigit() and CLASS_UID_BASE <= _uid(p) < CLASS_UID_BASE + 2**26]
 
 
 def _uid(pid: str) -> int:
