@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -113,6 +114,37 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
+#: Code cells longer than this are highlighted afresh each time (a class's pages repeat short instructor cells)
+_CACHED_SOURCE_CHARS = 8000
+
+
+@functools.lru_cache(maxsize=512)
+def _highlighted(source: str, language: str, magics: str | None, options: tuple) -> str:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    return Highlight2HTML(extra_formatter_options=dict(options))(source, language, {"magics_language": magics}
+                                                                   if magics else None)
+
+
+class CachedHighlight:
+    """nbconvert's ``Highlight2HTML`` (the ``highlight_code`` filter), remembering the HTML of a short cell: the pages
+    of a class show the same instructor cells again and again, and highlighting was 40% of a feedback page."""
+
+    def __init__(self, highlighter):
+        self.highlighter = highlighter
+
+    def __call__(self, source, language=None, metadata=None):
+        options = tuple(sorted(self.highlighter.extra_formatter_options.items()))
+        try:
+            hash(options)
+        except TypeError:  # an option that is a list or a dict: no cache
+            return self.highlighter(source, language, metadata)
+        if len(source) > _CACHED_SOURCE_CHARS:
+            return self.highlighter(source, language, metadata)
+        return _highlighted(source, language or self.highlighter.pygments_lexer, (metadata or {}).get("magics_language"),
+                            options)
+
+
 class PageExporter(HTMLExporter):
     """nbconvert's HTML exporter without its last step, which parses every finished page again with BeautifulSoup
     to give an <img> without one an ``alt`` and JupyterLab-template cells a ``tabindex``: the course's templates
@@ -127,8 +159,8 @@ class PageExporter(HTMLExporter):
 
         info = nb.metadata.get("language_info", {})
         lexer = info.get("pygments_lexer", info.get("name", None))
-        self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer,
-                                                                                                  parent=self)))
+        self.register_filter("highlight_code", self.filters.get("highlight_code", CachedHighlight(
+            Highlight2HTML(pygments_lexer=lexer, parent=self))))
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
                                                                        resources=resources))
@@ -155,12 +187,11 @@ class GetGradesShowPending(GetGrades):
     """nbgrader's ``GetGrades``, except that a cell still waiting for a grader (a written answer no one has
     scored) gets ``score = None`` instead of the gradebook's 0, so that its feedback says "not graded yet"."""
 
-    def _get_score(self, cell, resources):
-        super()._get_score(cell, resources)
+    def _get_score(self, cell, resources):  # GetGrades._get_score, in one query of the gradebook instead of two
         grade = self.gradebook.find_grade(
             cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
-        if grade.needs_manual_grade:
-            cell.metadata.nbgrader["score"] = None
+        cell.metadata.nbgrader["score"] = None if grade.needs_manual_grade else grade.score
+        cell.metadata.nbgrader["points"] = grade.max_score
 
 
 def submitted_outputs(student, assignment, notebook) -> dict:
