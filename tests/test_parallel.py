@@ -1,6 +1,6 @@
 """The course's parallel autograde command (``make autograde``), against stock ``nbgrader autograde``.
 
-One scratch course holds three assignments and four students of each demo class.
+One scratch course holds three assignments and three students of each demo class.
 Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
@@ -29,10 +29,10 @@ from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 #: Three assignments of the course (whose grades every other test already checks at length): what is tested here
 #: is how the course command, PostgreSQL and Dask schedule, record and skip work, which does not depend on them.
 ASSIGNMENTS = [a for a in available() if a.startswith(("01_", "02_", "06_"))]
-#: Four students of each demo class (the complete answer, the blank release and two mistakes): enough for three
-#: workers at once, for skipping, and for a Dask worker killed while others wait; grades are checked at length
-#: by the class of tests/test_grading.py.
-STUDENTS = ("demo-complete", "demo-blank", "ada", "bruno")
+#: Three students of each demo class (the complete answer, the blank release and a mistake): nine hand-ins, enough
+#: for three workers at once, for skipping, and for a Dask worker killed while others wait; grades are checked at
+#: length by the class of tests/test_grading.py.
+STUDENTS = ("demo-complete", "demo-blank", "ada")
 
 
 def roster(assignment: str) -> dict:
@@ -57,7 +57,7 @@ def differences(got: dict, want: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
-    """Four students of each assignment's demo class, graded by stock ``nbgrader autograde`` (sequential)."""
+    """Three students of each assignment's demo class, graded by stock ``nbgrader autograde`` (sequential)."""
     course = new_course(tmp_path_factory.mktemp("parallel"), ASSIGNMENTS)
     release(course, ASSIGNMENTS)
     for a in ASSIGNMENTS:
@@ -208,7 +208,7 @@ def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, tmp_path):
                                      "autograde", "--scheduler", cluster.address], cwd=dask_course, stderr=log,
                                     env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"))
             deadline = time.monotonic() + 300
-            while f"3/{total}" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            while f"2/{total}" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert proc.poll() is None, f"the run ended before a worker could be killed:\n{log_path.read_text()}"
             cluster.kill("worker-1")  # it is grading: every worker always has a hand-in while some are left
