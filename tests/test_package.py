@@ -18,7 +18,7 @@ from attention_course import (
     projection_params, to_numpy, toy_sentence,
 )
 from attention_course.grading.cells import replace_blocks, uncomment
-from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, HideHiddenTests
+from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, CachedHighlight, HideHiddenTests
 from tools.submissions import Submission, apply_submission, solved_notebook
 
 
@@ -156,6 +156,26 @@ def test_hide_hidden_tests_strips_source_and_tracebacks():
     nb, _ = HideHiddenTests().preprocess(nb, {})
     assert "secret" not in nb.cells[0].source and HIDDEN_PLACEHOLDER in nb.cells[0].source
     assert nb.cells[0].outputs[0]["traceback"] == ["AssertionError: weights off"]
+
+
+def test_cached_highlighting_is_nbconverts_own():
+    """Feedback pages highlight a code cell once per process: the same HTML as nbconvert's filter, also for a
+    cell with a magic's language and for a cell too long to keep; a repeated cell is not highlighted again."""
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    from attention_course.grading import nbgrader_ext
+
+    plain = Highlight2HTML(pygments_lexer="ipython3")
+    cached = CachedHighlight(Highlight2HTML(pygments_lexer="ipython3"))
+    cells = [("x = softmax(Q @ K.T)  # rows\n", None), ("SELECT 1;", {"magics_language": "sql"}),
+             ("y = 1\n" * 5000, None)]
+    for source, metadata in cells:
+        assert cached(source, None, metadata) == plain(source, None, metadata)
+    assert cached(cells[1][0], None, cells[1][1]) != plain(cells[1][0], None, None), "the magic's language was ignored"
+    before = nbgrader_ext._highlighted.cache_info()
+    assert cached(cells[0][0]) == plain(cells[0][0])
+    after = nbgrader_ext._highlighted.cache_info()
+    assert after.hits == before.hits + 1 and after.misses == before.misses
 
 
 def test_submissions_are_built_from_the_master():

@@ -138,8 +138,8 @@ class CachedHighlight:
         try:
             hash(options)
         except TypeError:  # an option that is a list or a dict: no cache
-            return self.highlighter(source, language, metadata)
-        if len(source) > _CACHED_SOURCE_CHARS:
+            options = None
+        if options is None or len(source) > _CACHED_SOURCE_CHARS:
             return self.highlighter(source, language, metadata)
         return _highlighted(source, language or self.highlighter.pygments_lexer, (metadata or {}).get("magics_language"),
                             options)
