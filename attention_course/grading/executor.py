@@ -74,11 +74,9 @@ class JudgedExecute(NbGraderPreprocessor):
     startup_timeout = Float(60, help="Seconds for a kernel to start.").tag(config=True)
     interrupt_grace = Float(5, help="Seconds a kernel gets to stop after an interrupt before it is killed.").tag(
         config=True)
-    preload = List(Unicode(), ["numpy", "torch", "matplotlib.pyplot", "seaborn", "torch.fx.experimental.symbolic_shapes"],
-                   help="Modules a kernel imports before it is handed a notebook, once per grading process instead "
-                   "of in every kernel and judge: seaborn draws the course's heatmaps (0.4 s); PyTorch imports "
-                   "symbolic_shapes, and SymPy with it (0.33 s), the first time backward() or autograd.grad is "
-                   "given a gradient (assignments 2, 3 and 7 do).").tag(config=True)
+    preload = List(Unicode(), ["numpy", "torch", "matplotlib.pyplot", "seaborn"],
+                   help="Modules a kernel imports before it is handed a notebook (seaborn draws the course's "
+                   "heatmaps: 0.4 s of every kernel that plots one, once per grading process instead).").tag(config=True)
     prestart = Bool(True, help="Start the next kernel while a notebook runs.").tag(config=True)
     fork = Bool(True, help="Fork kernels from a process that has imported `preload` (one per grading process), "
                 "instead of starting a new Python for every kernel.").tag(config=True)

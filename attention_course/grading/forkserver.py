@@ -220,6 +220,11 @@ def zygote(fd: int, preload: list[str]) -> None:
     for name in ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "ipykernel.debugger",
                  "IPython.core.history", "pdb", "faulthandler"):
         importlib.import_module(name)
+    if "torch" in sys.modules:  # what PyTorch imports, SymPy with it (0.33 s), the first time backward() or
+        try:  # autograd.grad is given a gradient: in the kernels and judges of assignments 2, 3 and 7
+            importlib.import_module("torch.fx.experimental.symbolic_shapes")
+        except Exception:  # another PyTorch: its kernels import what they need themselves
+            pass
 
     import attention_course.grading.agent  # noqa: F401
     import attention_course.grading.judgeproc  # noqa: F401
