@@ -68,7 +68,7 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 	$(BIN)/ruff check attention_course tools tests nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~12 min)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~10 min)
 	$(BIN)/python -m pytest -q -n 3
 
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
