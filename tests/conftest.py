@@ -28,12 +28,12 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
 #: The other long files, longest first (seconds of one xdist process, measured): handed out before the short ones,
 #: so that no process is left with a long file while the others have finished.
-LONG_MODULES = ["test_release.py",  # ~490 s
-                "test_parallel.py",  # ~260 s
-                "test_browser.py",  # ~150 s
-                "test_sandbox.py",  # ~100 s
-                "test_browser_inert.py",  # ~80 s
-                "test_exchange.py"]  # ~60 s
+LONG_MODULES = ["test_release.py",  # ~355 s
+                "test_parallel.py",  # ~335 s
+                "test_browser.py",  # ~140 s
+                "test_sandbox.py",  # ~70 s
+                "test_browser_inert.py",  # ~50 s
+                "test_exchange.py"]  # ~30 s
 
 
 def _order(item) -> int:

@@ -31,6 +31,16 @@ ATTACKS = {"whoami": "import os\nprint('uid', os.getuid(), 'pid', os.getpid())",
            "sleepers": DETACHED_SLEEPERS, "fork_bomb": FORK_BOMB, "scratch": SCRATCH_FLOOD}
 
 
+def survivors(probe, grace: float = 10.0) -> list:
+    """What ``probe()`` still finds after up to ``grace`` seconds. Killed processes may still be tearing down their
+    memory (state R, no command line any more) for a moment on a busy machine; what is there after that outlived
+    what should have ended it."""
+    deadline = time.monotonic() + grace
+    while (left := probe()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def in_namespace(ns: str) -> list[str]:
     """Processes of the PID namespace ``ns`` (state and command line), zombies aside."""
     found = []
@@ -62,12 +72,7 @@ def main(mode: str) -> None:
     finally:
         scratch = kernel.scratch
         kernel.close()
-    # Killed processes may still be tearing down their memory (state R, no command line any more) for a moment
-    # on a busy machine: what is still there after 10 s outlived the kernel.
-    deadline = time.monotonic() + 10
-    while in_namespace(ns) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    found["left_running"] = in_namespace(ns)
+    found["left_running"] = survivors(lambda: in_namespace(ns))
     found["scratch_left"] = scratch.exists()
     print(json.dumps(found))
 
