@@ -44,9 +44,10 @@ demo: $(STAMP) release ## Install, release, write a demo class, autograde, feedb
 	$(BIN)/python -m tools demo
 	@$(MAKE) --no-print-directory autograde feedback grades
 
-autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand-ins (WORKERS=n, FORCE=1, DB=url, SCHEDULER=tcp://host:8786)
+autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand-ins (WORKERS=n, FORCE=1, DB=url, SCHEDULER=tcp://host:8786, ACCEPT=layer,...)
 	$(BIN)/python -m attention_course.grading autograde $(if $(WORKERS),--workers $(WORKERS)) \
-	  $(if $(FORCE),--force) $(if $(DB),--db $(DB)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	  $(if $(FORCE),--force) $(if $(DB),--db $(DB)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) \
+	  $(if $(ACCEPT),--accept-missing $(ACCEPT))
 
 feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
 	@for a in $(ASSIGNMENTS); do \

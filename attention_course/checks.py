@@ -156,29 +156,13 @@ def check_sums_to_one(weights, axis: int, name: str = "attention weights", *, at
         raise AssertionError(msg)
 
 
-#: At autograde a test's arrays reach the student's code as copies (the student's code can never
-#: change the test's own objects); the grader notes here how a call left a copy it changed.
-_CHANGED: dict[int, tuple] = {}
-
-
-def note_changed_in_place(original, changed) -> None:
-    """Record that the student's code changed its copy of ``original`` to ``changed`` (grader only)."""
-    import weakref
-
-    try:
-        _CHANGED[id(original)] = (weakref.ref(original), changed)
-    except TypeError:
-        pass
-
-
-def _as_left_by_student(x):
-    entry = _CHANGED.get(id(x))
-    return entry[1] if entry is not None and entry[0]() is x else x
-
-
 def check_unchanged(before, after, name: str = "input") -> None:
-    """Assert that a function did not modify its input in place."""
-    b, a = to_numpy(before, name), to_numpy(_as_left_by_student(after), name)
+    """Assert that a function did not modify its input in place.
+
+    In your own kernel (and under Validate) it compares the array you passed with its copy from before the call.
+    At autograde, arguments reach your code as copies, so the test's own array never changes and this passes; the
+    grader notes a change your kernel reports, in the feedback, without taking points for it."""
+    b, a = to_numpy(before, name), to_numpy(after, name)
     if b.shape != a.shape or not np.array_equal(b, a):
         raise AssertionError(
             f"{name} was modified in place. Work on new arrays (e.g. `Q = X @ W + b`, not `X += ...`)."

@@ -21,7 +21,8 @@ ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landl
 
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
 SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
-SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py"}
+SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
+                "test_faults.py"}
 
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
@@ -63,6 +64,32 @@ def pytest_xdist_make_scheduler(config, log):
             return "the graded class" if Path(path).name in CLASS_MODULES else path
 
     return ByFile(config, log)
+
+
+@pytest.fixture(scope="session")
+def grader_user():
+    """The uid of an ordinary user for the tests that grade as one: a Unix user this session creates (home 0755,
+    as Debian's useradd leaves it) and removes at its end; 65534 where users cannot be created; this process's own
+    uid when the tests do not run as root."""
+    import pwd
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        yield os.getuid()
+        return
+    name = f"attn-grader-{os.getpid()}"
+    made = shutil.which("useradd") and subprocess.run(
+        ["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
+        capture_output=True).returncode == 0
+    if not made:
+        yield 65534
+        return
+    try:
+        yield pwd.getpwnam(name).pw_uid
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
 
 
 @pytest.fixture(scope="session")

@@ -283,6 +283,7 @@ class Class:
     tmp: Path  # the grader's temporary folder (empty after grading)
     before: dict  # the catalogue students' hand-ins before grading (digests)
     source_before: dict
+    shared_memory: tuple = (0, 0)  # the host's System V shared memory in bytes, before and after grading
 
 
 def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
@@ -317,8 +318,10 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
     assert len(str(grader_tmp)) + len("/attention-judge-12345678/judge.sock") <= 107, \
         "the kernels' scratch folders must be in the grader's TMPDIR (a deeper one falls back to /tmp)"
     expected = course / "expected-values.jsonl"  # every value a check compared against (checks.EXPECTED_LOG)
+    shm_before = sysv_shared_memory()
     log = course_autograde(course, *assignments, "--force", check=False,
                            env={EXPECTED_LOG: str(expected), "TMPDIR": str(grader_tmp)}).stderr
+    shm_after = sysv_shared_memory()
     memory.stop.set()
     memory.join()
     feedback(course, assignments)
@@ -332,4 +335,10 @@ def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, l
                    "seconds": {k.split("/", 1)[1]: v for k, v in seconds.items() if k.startswith(f"{a}/")}}
                for a in {a.assignment for a in attacks}}
     return Class(course, log, graded, hostile, seconds, (memory.peak, memory.who), memory.kernel_uids, grader_tmp, before,
-                 source_before)
+                 source_before, (shm_before, shm_after))
+
+
+def sysv_shared_memory() -> int:
+    """Bytes of System V shared memory on the host (what a kernel without an IPC namespace could leave behind)."""
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return sum(int(line.split()[3]) for line in lines)

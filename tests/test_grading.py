@@ -81,18 +81,30 @@ def test_mistake_loses_points_where_targeted(graded, assignment, sub):
         assert sub.says.removeprefix("common mistake: ") in named, f"{cell} names another mistake: {named[:300]!r}"
 
 
-@pytest.mark.parametrize("assignment,sub", [c for c in CASES if not c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
+@pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].is_alternative], ids=lambda x: getattr(x, "name", x))
 def test_alternative_answer_earns_every_point(graded, assignment, sub):
     g = graded(assignment)
     lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
     assert not lost, f"{sub.description}: loses points in {lost}"
 
 
+@pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].noted], ids=lambda x: getattr(x, "name", x))
+def test_an_argument_changed_in_place_is_noted_and_costs_nothing(graded, assignment, sub):
+    """Only the student's own kernel can tell the grader that a function changed its argument: no point rests on
+    it (README, "Not defended"). The feedback names the change; Validate, in the student's own kernel, fails on it
+    (test_release's headline and Validate tests)."""
+    g = graded(assignment)
+    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
+    assert not lost, f"{sub.description}: an in-place change cost points in {lost}"
+    text = re.sub(r"\s+", " ", g.feedback_text(sub.name))
+    assert f"Note: {sub.noted}" in text or sub.noted in text and "This costs no points here" in text, text[-2000:]
+
+
 @pytest.mark.parametrize("assignment", GRADED)
 def test_catalogue_is_large_enough(assignment):
     catalogue = load_catalogue(catalogue_path(assignment))
     mistakes = [s for s in catalogue if s.is_mistake]
-    alternatives = [s for s in catalogue if not s.is_mistake]
+    alternatives = [s for s in catalogue if s.is_alternative]
     assert len(mistakes) >= 8 and len(alternatives) >= 3, (len(mistakes), len(alternatives))
     # every autograded cell is the target of at least one mistake
     grade_cells = {c["metadata"]["nbgrader"]["grade_id"] for nb in masters(assignment).values() for c in nb["cells"]
@@ -108,7 +120,7 @@ def test_catalogue_has_a_float32_pytorch_and_a_float64_numpy_answer(assignment):
     """Both numeric styles are graded: each is the reference solution or one of the catalogue's alternatives, which
     test_alternative_answer_earns_every_point grades."""
     precisions = getattr(catalogue_module(catalogue_path(assignment)), "PRECISIONS", {})
-    alternatives = {s.name for s in load_catalogue(catalogue_path(assignment)) if not s.is_mistake}
+    alternatives = {s.name for s in load_catalogue(catalogue_path(assignment)) if s.is_alternative}
     assert set(precisions) == {"float32 PyTorch", "float64 NumPy"}, f"PRECISIONS names {sorted(precisions)}"
     unknown = {style: name for style, name in precisions.items() if name != "reference" and name not in alternatives}
     assert not unknown, f"PRECISIONS names submissions that are not alternatives of the catalogue: {unknown}"

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -80,23 +81,25 @@ def test_oversized_json_is_rejected_before_it_is_read():
         theirs.close()
 
 
-def test_arguments_cross_as_copies_and_in_place_changes_are_still_seen():
-    """The kernel's changes to an argument never reach the judge's object; check_unchanged still sees them."""
+def test_arguments_cross_as_copies_and_in_place_changes_are_noted():
+    """The kernel's changes to an argument never reach the judge's object; the change the kernel reports is a
+    note naming the function and the parameter. check_unchanged compares what it is given: in a student's own
+    kernel it sees the change, at autograde the test's own array is unchanged and it passes (no point rests on the
+    kernel's report)."""
     from attention_course import check_unchanged
     from attention_course.grading.trust import changed_in_place
 
     X = np.arange(6.0).reshape(2, 3)
     before = X.copy()
-    check_unchanged(before, X, "X")
     message = changed_in_place("scale", [X], [X * 0], ["X"])  # what a call that zeroed its input sends back
     assert np.array_equal(X, before), "the judge's own array must not change"
     assert message.startswith("your function scale changed its argument X in place"), message
+    check_unchanged(before, X, "X")
     with pytest.raises(AssertionError, match="modified in place"):
-        check_unchanged(before, X, "X")
+        check_unchanged(before, X * 0, "X")  # as in the student's own kernel
     t = torch.ones(3)
     assert changed_in_place("f", [t], [torch.ones(3)], ["t"]) is None  # unchanged: nothing is noted
     assert "a function of yours changed an argument" in changed_in_place("<lambda>", [X], [X + 1], [None])
-    check_unchanged(torch.ones(3), t, "t")
 
 
 def test_judge_process_caps_its_own_work():
@@ -253,33 +256,25 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     assert not kernel.scratch.exists() and not list(deep.iterdir())
 
 
-def test_a_function_that_changes_an_argument_in_place_fails_the_check_that_calls_it(tmp_path, monkeypatch):
-    """Every call of a student's function from a test cell: an argument changed in place fails the cell with a
-    message that names the function and the parameter, whatever the test goes on to compare (the judge's own
-    arrays are untouched either way); a function that leaves its arguments alone passes."""
+def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None = None) -> dict:
+    """Run the test cell ``cell`` in a judge whose student's namespace (served by the course agent in a thread of
+    this process) holds ``functions``, once per function (``{f}`` in the cell names it): name -> the message
+    the page would show (``judgeproc.outcome``), or "passed"; the judge's notes by name into ``notes``."""
     import __main__
     import threading
 
     from attention_course.grading.agent import Agent
     from attention_course.grading.judge import Connection, Judge
+    from attention_course.grading.judgeproc import outcome
 
-    def scale_rows(X, W, shift):  # a correct answer: new arrays only
-        return (X - shift[0]) @ W
-
-    def scale_rows_in_place(X, W, shift):  # the mistake: the caller's X is changed
-        X -= shift[0]
-        return X @ W
-
-    for name, fn in (("scale_rows", scale_rows), ("scale_rows_in_place", scale_rows_in_place)):
+    for name, fn in functions.items():
         monkeypatch.setattr(__main__, name, fn, raising=False)
-    path = str(tmp_path / "agent")
+    path = tempfile.mktemp(prefix="agent-", dir=tmp_path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(1)
-    test = ("X_ = np.arange(6.0).reshape(2, 3)\nW_ = np.eye(3)\nout_ = {f}(X_, W_, [np.ones(3)])\n"
-            "assert np.array_equal(X_, np.arange(6.0).reshape(2, 3))  # the judge's own X_ is a copy's source\n")
     verdicts = {}
-    for name in ("scale_rows", "scale_rows_in_place"):
+    for name in functions:
         agent = threading.Thread(target=lambda: Agent(path).serve(), daemon=True)
         agent.start()
         sock, _ = server.accept()
@@ -288,15 +283,78 @@ def test_a_function_that_changes_an_argument_in_place_fails_the_check_that_calls
         judge = Judge(conn, frozenset({name}))
         judge.run("import numpy as np", fetch=False)
         try:
-            judge.run(test.format(f=name))
+            judge.run(cell.format(f=name))
             verdicts[name] = "passed"
-        except AssertionError as exc:
-            verdicts[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001  (what the grader would record)
+            verdicts[name] = outcome(exc, 10, 2**30, judge)["evalue"]
         finally:
+            if notes is not None:
+                notes[name] = list(conn.notes)
             conn.done()
             agent.join(10)
             sock.close()
     server.close()
-    assert verdicts["scale_rows"] == "passed"
-    assert verdicts["scale_rows_in_place"].startswith(
-        "your function scale_rows_in_place changed its argument X in place"), verdicts
+    return verdicts
+
+
+def test_a_function_that_changes_an_argument_in_place_is_noted_and_loses_nothing(tmp_path, monkeypatch):
+    """Every call of a student's function from a test cell: an argument changed in place is noted (the note names
+    the function and the parameter) and the cell is judged on what the function returned; the judge's own arrays
+    are untouched either way."""
+    def scale_rows(X, W, shift):  # a correct answer: new arrays only
+        return (X - shift[0]) @ W
+
+    def scale_rows_in_place(X, W, shift):  # the mistake: the caller's X is changed
+        X -= shift[0]
+        return X @ W
+
+    test = ("X_ = np.arange(6.0).reshape(2, 3)\nW_ = np.eye(3)\nout_ = {f}(X_, W_, [np.ones(3)])\n"
+            "assert np.array_equal(X_, np.arange(6.0).reshape(2, 3))  # the judge's own X_ is a copy's source\n"
+            "assert np.array_equal(out_, (X_ - 1) @ W_)\n")
+    notes = {}
+    verdicts = judged(tmp_path, monkeypatch, {"scale_rows": scale_rows, "scale_rows_in_place": scale_rows_in_place},
+                      test, notes)
+    assert verdicts == {"scale_rows": "passed", "scale_rows_in_place": "passed"}, verdicts
+    assert notes["scale_rows"] == [] and len(notes["scale_rows_in_place"]) == 1, notes
+    assert notes["scale_rows_in_place"][0].startswith("your function scale_rows_in_place changed its argument X in place")
+
+
+#: A hidden input, spelled as the student's code would print it.
+SECRET = "0.8135792468"
+
+
+def test_a_hidden_check_quotes_nothing_the_students_code_said(tmp_path, monkeypatch):
+    """On a hidden line, the page never shows what the student's code produced from the test's input: an
+    exception's text (raised as is, wrapped by the test, cut to 200 characters), a string returned where an
+    array belongs, the name of an exception class made from the input. On a visible line the same failures show
+    whole: the student has those inputs."""
+    def echo_value_error(X):
+        raise ValueError(f"bad input {np.asarray(X).ravel().tolist()}")
+
+    class Custom(Exception):
+        pass
+
+    def echo_custom(X):
+        raise type(f"Leak_{str(float(np.asarray(X).ravel()[0]))[2:]}", (Custom,), {})("x")
+
+    def returns_text(X):
+        return f"input was {np.asarray(X).ravel().tolist()}"
+
+    functions = {"echo_value_error": echo_value_error, "echo_custom": echo_custom, "returns_text": returns_text}
+    visible = f"X_ = np.array([{SECRET}])\nout_ = np.asarray({{f}}(X_), dtype=float)\n"
+    hidden = ("### BEGIN HIDDEN TESTS\n"
+              f"X_ = np.array([{SECRET}])\n"
+              "try:\n"
+              "    out_ = np.asarray({f}(X_), dtype=float)\n"
+              "except Exception as exc_:\n"
+              "    raise AssertionError(f'{f} raised {{type(exc_).__name__}}: {{str(exc_)[:200]}}. Return an array.')\n"
+              "### END HIDDEN TESTS\n")
+    shown = judged(tmp_path, monkeypatch, functions, visible)
+    assert SECRET in shown["echo_value_error"] and SECRET in shown["returns_text"], shown  # visible: whole
+    kept = judged(tmp_path, monkeypatch, functions, hidden)
+    for name, message in kept.items():
+        assert message != "passed" and SECRET not in message and SECRET[2:8] not in message, (name, message)
+    assert "raised ValueError" in kept["echo_value_error"] and "Return an array." in kept["echo_value_error"], kept
+    bare = judged(tmp_path, monkeypatch, {"echo_value_error": echo_value_error},
+                  "### BEGIN HIDDEN TESTS\n{f}(np.array([%s]))\n### END HIDDEN TESTS" % SECRET)
+    assert bare["echo_value_error"].startswith("on a hidden test's input your code raised ValueError"), bare

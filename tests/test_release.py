@@ -174,7 +174,7 @@ def test_the_fast_validate_says_what_nbgrader_validate_says(regenerated, tmp_pat
     (name, master), = masters(assignment).items()
     catalogue = load_catalogue(catalogue_path(assignment))
     mistake = next(s for s in catalogue if s.headline)
-    alternative = next(s for s in catalogue if not s.is_mistake)
+    alternative = next(s for s in catalogue if s.is_alternative)
     cases = {"solved": solved_notebook(master), "blank": read_notebook(regenerated / "release" / assignment / name),
              mistake.name: apply_submission(masters(assignment), mistake)[name],
              alternative.name: apply_submission(masters(assignment), alternative)[name]}
@@ -192,7 +192,7 @@ def test_the_fast_validate_says_what_nbgrader_validate_says(regenerated, tmp_pat
 
 
 ALTERNATIVES = [(a, s) for a in ASSIGNMENTS if catalogue_path(a).exists()
-                for s in load_catalogue(catalogue_path(a)) if not s.is_mistake]
+                for s in load_catalogue(catalogue_path(a)) if s.is_alternative]
 
 
 @pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if catalogue_path(a).exists()])

@@ -1,10 +1,16 @@
 """The kernel sandbox holds on any Linux host: as root and as an ordinary user, with cgroups and without.
 
-Each run boots one real kernel in the course's sandbox and attacks it (tests/tools/sandbox_attacks.py): a
+Each run boots real kernels in the course's sandbox and attacks them (tests/tools/sandbox_attacks.py): a
 memory bomb, 300 detached double-forked sleepers, a fork bomb and a 3 GiB write into its working folder must
 each be stopped, the kernel must not run as root, and nothing it started may be running or written once it
-is closed. This host binds memory and pids to cgroup v1, so the cgroup v2 path is checked against a fake
-cgroupfs tree (files written, processes moved and killed).
+is closed. Then the isolation attacks: shared memory, message queues and semaphores one kernel leaves are not
+seen by a kernel beside it nor by one started after it, and the host's shared memory is what it was; the course
+is read by name and by search and nothing of it is found; the grader's Unix sockets (by path, 0777, and by
+abstract name) are not reached; no mode, owner, time or attribute changes outside the kernel's scratch file
+system, whoever owns the file; the grader's session keyring is not read. The ordinary-user runs grade as a user
+the test creates (tests/conftest.py, ``grader_user``), whose kernels own their scratch folders.
+This host binds memory and pids to cgroup v1, so the cgroup v2 path is checked against a fake cgroupfs tree
+(files written, processes moved and killed).
 """
 
 from __future__ import annotations
@@ -19,15 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading import cgroups
+from attention_course.grading import cgroups, doctor
 from attention_course.grading.course import ROOT
 
 TOOLS = ROOT / "tests" / "tools"
 
 
-def attack(mode: str, as_user: bool, tmp_path: Path) -> dict:
+def attack(mode: str, user: int | None, tmp_path: Path) -> dict:
     cmd = [sys.executable, str(TOOLS / "sandbox_attacks.py"), mode]
-    proc = subprocess.run(as_ordinary_user(cmd, tmp_path) if as_user else cmd, capture_output=True, text=True,
+    proc = subprocess.run(as_ordinary_user(cmd, tmp_path, user) if user else cmd, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -38,13 +44,13 @@ RUNS = [pytest.param("cgroups", False, id="root-with-cgroups"), pytest.param("no
 
 
 @pytest.mark.parametrize("mode,as_user", RUNS)
-def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path):
+def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path, grader_user):
     if not as_user and os.geteuid() != 0:
         pytest.skip("grading as root needs root")
-    found = attack(mode, as_user, tmp_path)
+    found = attack(mode, grader_user if as_user else None, tmp_path)
     facts = found["facts"]
     assert facts["uid"] != 0 and "uid 0 " not in found["whoami"]["text"], facts
-    assert {"mount", "network", "pid"} <= set(facts["namespaces"]), facts
+    assert {"mount", "network", "pid", "ipc"} <= set(facts["namespaces"]) and facts["view"] and facts["seccomp"], facts
     assert facts["scratch_bytes"] == 128 * 2**20 and facts["nproc"] <= 64 and facts["landlock"] >= 1, facts
     assert bool(found["cgroups"]) == (mode == "cgroups"), found["cgroups"]
     assert "stopped at" in found["memory"]["text"], found["memory"]
@@ -55,6 +61,33 @@ def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path):
     assert all(found[a]["alive"] for a in ("memory", "sleepers", "fork_bomb", "scratch")), found
     assert found["left_running"] == [], f"processes outlived the kernel: {found['left_running']}"
     assert not found["scratch_left"], "the kernel's scratch folder outlived it"
+    isolated(found["isolation"], as_user)
+
+
+def printed(run: dict, word: str):
+    """What a kernel printed after ``word`` (a Python literal or JSON), its run having ended well."""
+    assert run["status"] == "ok", run
+    text = run["text"].split(f"{word} ", 1)[1].strip()
+    return json.loads(text) if text.startswith("{") else __import__("ast").literal_eval(text.split(" walked")[0])
+
+
+def isolated(iso: dict, as_user: bool) -> None:
+    made = printed(iso["leave"], "made")
+    assert {"sysv-shm", "sysv-msg", "sysv-sem", "posix-shm"} <= set(made), made  # the attack itself works ...
+    assert set(printed(iso["take_own"], "found")) >= set(made), iso["take_own"]  # ... and so does looking for it
+    assert printed(iso["take_same_run"], "found") == [], "a kernel saw what the kernel beside it left"
+    assert printed(iso["take_next_run"], "found") == [], "a kernel saw what a kernel of an earlier run left"
+    for when in ("ipc_while_running", "ipc_after"):
+        assert iso[when]["ours"] == [], f"the host holds what a kernel made ({when}): {iso[when]}"
+    assert abs(iso["ipc_after"]["sysv_bytes"] - iso["ipc_before"]["sysv_bytes"]) < 2**20, iso
+    assert printed(iso["course"], "found") == [], "a kernel read the course"
+    reach = printed(iso["reach"], "reach")
+    assert all(r != "connected" for r in reach["sockets"].values()) and iso["connected"] == 3, reach
+    assert reach["tried"] > 1000 and reach["changed"] == [], reach["changed"][:20]
+    if as_user:  # the kernel runs as the grader's user: it owns its scratch folder, the walls hold all the same
+        assert reach["owned"] > 0, reach
+    assert all(iso["unchanged"].values()) and not any(iso["xattrs"].values()), iso["unchanged"]
+    assert reach["keyring"] != "found" and iso["keyring_planted"], reach
 
 
 def fake_v2(tmp_path: Path, enabled: str) -> Path:
@@ -108,8 +141,8 @@ def test_a_hybrid_host_takes_each_controller_where_it_is_bound(tmp_path):
     assert (root / "pids" / "svc" / "k" / "pids.max").read_text() == "64" and len(made.dirs) == 2
 
 
-def as_ordinary_user(cmd: list[str], tmp_path: Path) -> list[str]:
-    """``cmd`` run as an ordinary user (uid 65534) when these tests run as root (tests/tools/as_user.py)."""
+def as_ordinary_user(cmd: list[str], tmp_path: Path, user: int) -> list[str]:
+    """``cmd`` run as the ordinary user ``user`` when these tests run as root (tests/tools/as_user.py)."""
     if os.geteuid() != 0:
         return cmd
     tmp = tmp_path / "user-tmp"
@@ -117,20 +150,21 @@ def as_ordinary_user(cmd: list[str], tmp_path: Path) -> list[str]:
     os.chmod(tmp_path, 0o755)
     os.chmod(tmp, 0o1777)
     reach = [os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(tmp)]
-    return [sys.executable, str(TOOLS / "as_user.py"), ":".join(reach), "--", "env", f"TMPDIR={tmp}", f"HOME={tmp}",
-            "PYTHONDONTWRITEBYTECODE=1", *cmd]
+    return [sys.executable, str(TOOLS / "as_user.py"), "--user", str(user), ":".join(reach), "--", "env",
+            f"TMPDIR={tmp}", f"HOME={tmp}", "PYTHONDONTWRITEBYTECODE=1", *cmd]
 
 
 @pytest.mark.parametrize("as_user", [False, True], ids=["root", "ordinary-user"])
-def test_doctor_reports_every_layer(as_user, tmp_path):
+def test_doctor_reports_every_layer(as_user, tmp_path, grader_user):
     if not as_user and os.geteuid() != 0:
         pytest.skip("grading as root needs root")
     cmd = [sys.executable, "-m", "attention_course.grading", "doctor"]
-    proc = subprocess.run(as_ordinary_user(cmd, tmp_path) if as_user else cmd, capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    proc = subprocess.run(as_ordinary_user(cmd, tmp_path, grader_user) if as_user else cmd, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     rows = {layer: mark for mark, layer in re.findall(r"\[\s*(ok|--|MISSING)\s*\] (\w+)", proc.stdout)}
-    assert set(rows) == {"user", "namespaces", "scratch", "limits", "landlock", "cgroups", "seccomp"}, proc.stdout
-    assert all(rows[layer] == "ok" for layer in ("user", "namespaces", "scratch", "limits", "landlock")), proc.stdout
+    assert set(rows) == {"user", "namespaces", "view", "scratch", "limits", "landlock", "cgroups", "seccomp"}, proc.stdout
+    assert all(rows[layer] == "ok" for layer in doctor.REQUIRED), proc.stdout
+    assert "refuses" not in proc.stdout, proc.stdout
     if not as_user:
         assert "kernels run as uid 16" in proc.stdout and rows["cgroups"] == "ok", proc.stdout

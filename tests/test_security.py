@@ -63,7 +63,7 @@ def test_catalogue_covers_every_class():
     findings = {}
     for a in adversarial.ATTACKS:
         findings.setdefault(a.finding, []).append(a)
-    for finding in "12346789":  # finding 5 (glob-like ids) is GLOB_IDS
+    for finding in ("1", "2", "3", "4", "6", "7", "8", "9", "10", "11", "12"):  # finding 5 (glob ids) is GLOB_IDS
         assert len(findings.get(finding, [])) >= 2, f"finding {finding} needs an attack and a variant"
     assert len(adversarial.GLOB_IDS) >= 2
 
@@ -110,6 +110,16 @@ def test_time_and_memory_stay_within_limits(the_class):
         assert took is not None, f"no time reported for {attack.name}:\n{the_class.log[-2000:]}"
         assert took <= NOTEBOOK_S + MARGIN_S, f"{attack.name} took {took:.0f} s (limit {NOTEBOOK_S} s)"
     assert 0 < peak <= GRADER_RSS_BOUND, f"a grading process reached {peak / 2**30:.2f} GiB: {who!r}"
+
+
+def test_kernels_leave_no_shared_memory_on_the_host(the_class):
+    """A hand-in left 64 MiB of System V shared memory for a classmate to take (shm-leaves-answer): each kernel has
+    an IPC namespace of its own, so the classmate found nothing (its cells score as its wrong answer's, in
+    test_attack_gains_nothing) and the host holds what it held before grading the class."""
+    before, after = the_class.shared_memory
+    assert abs(after - before) < 2**20, f"the host's System V shared memory went from {before} to {after} bytes"
+    keys = [int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    assert adversarial.SHM_KEY not in keys, "a kernel's shared-memory segment outlived grading"
 
 
 def test_glob_like_ids_touch_nobody(hostile):

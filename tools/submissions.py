@@ -37,6 +37,9 @@ class Submission:
     checks (the release's test cells, what Validate runs) must show for it.
     ``unseen_by_validate`` is the reason a mistake passes every visible check (the visible checks cannot see it
     without giving the answer away): the short list of mistakes Validate may call a "Success".
+    ``noted`` marks a function that changes an argument in place: the grader learns of that only from the
+    student's own kernel, so it costs no autograded point; the phrase must be in the note the feedback shows, and
+    the visible checks (Validate, in the student's kernel) must fail on it with ``headline``.
     """
 
     name: str
@@ -48,12 +51,18 @@ class Submission:
     in_demo: bool = False
     headline: str = ""
     unseen_by_validate: str = ""
+    noted: str = ""
     transform: object = None
     files: dict = field(default_factory=dict)
 
     @property
     def is_mistake(self) -> bool:
         return bool(self.loses)
+
+    @property
+    def is_alternative(self) -> bool:
+        """A correct answer: every autograded point, and Validate passes."""
+        return not self.loses and not self.noted
 
 
 def in_dtype(sources: dict, dtype: str) -> dict:

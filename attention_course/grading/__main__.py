@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     grade.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="grade on the workers of this Dask scheduler (tcp://host:8786) instead of local processes")
+    grade.add_argument("--accept-missing", default="", metavar="LAYER[,LAYER]",
+                       help="grade even though these layers of the kernels' sandbox are missing on this host (or a "
+                            "Dask worker); without it a missing layer stops the run (`make doctor` lists them)")
     table = sub.add_parser("table", help="print and save the grade table")
     table.add_argument("--csv", type=Path, default=Path("grades.csv"), help="where to save it (default: grades.csv)")
     table.add_argument("--canvas", type=Path, default=Path("grades-canvas.csv"),
@@ -62,7 +65,9 @@ def main(argv=None) -> int:
     if args.command == "autograde":
         from .autograde import run
 
-        summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler)
+        accept = {name.strip() for name in args.accept_missing.split(",") if name.strip()}
+        summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler,
+                      accept=accept)
         return 1 if summary["failed"] else 0
 
     if args.command == "similarity":

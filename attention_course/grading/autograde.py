@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -54,9 +55,12 @@ def hash_tree(digest, root: Path, skip=()) -> None:
 
 
 def course_fingerprint(course: Path, assignment: str) -> str:
-    """What decides every grade of an assignment besides the hand-in: source, configuration, course package."""
+    """What decides every grade of an assignment besides the hand-in: source, the files its release gives every
+    kernel (:func:`.trust.kernel_files`), configuration, course package."""
     digest = hashlib.sha256()
     hash_tree(digest, course / "source" / assignment)
+    hash_tree(digest, course / "release" / assignment, skip=tuple(
+        p.name for p in (course / "release" / assignment).glob("*.ipynb")))
     hash_tree(digest, course / "nbgrader_config.py")
     hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
     return digest.hexdigest()
@@ -252,14 +256,56 @@ class Progress:
             self.stream.flush()
 
 
+#: nbgrader's own words around a failed hand-in's traceback (they name no cause).
+_GENERIC = ("There was an error processing assignment", "Please see the")
+
+
+_RECORD = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
+_WHERE = re.compile(r'\s*File "([^"]+)", line (\d+), in (.+)')
+
+
+def traceback_cause(lines: list[str]) -> str:
+    """A traceback's last line (the exception) and where it was raised, as one line."""
+    import textwrap
+
+    text = [line for line in textwrap.dedent("\n".join(lines)).splitlines() if line.strip()]
+    where = [m for line in text if (m := _WHERE.match(line))]
+    exception = next((line.strip() for line in reversed(text) if not line.startswith(" ")), "")
+    exception = re.sub(r"^(?:\w+\.)+(?=\w+(?::|$))", "", exception)  # EnvironmentFault, not its module's path
+    place = f" (at {os.path.basename(where[-1].group(1))}:{where[-1].group(2)} in {where[-1].group(3)})" if where else ""
+    return (exception or "an error without a message") + place
+
+
 def notable_lines(log: str) -> list[str]:
-    """The log lines an instructor should see (warnings and errors), without nbgrader's own noise."""
-    keep = []
-    for line in log.splitlines():
-        if line.startswith(("[WARNING]", "[ERROR]", "[CRITICAL]")) and "SAWarning" not in line \
-                and "Removing existing assignment" not in line:  # --force replaces earlier results: no news
-            keep.append(line)
+    """The log lines an instructor should see (warnings and errors), without nbgrader's own noise; a traceback is
+    one line: its exception and where it was raised."""
+    keep, lines, i = [], log.splitlines(), 0
+    while i < len(lines):
+        line, i = lines[i], i + 1
+        body = []
+        while i < len(lines) and not _RECORD.match(lines[i]):  # the record's further lines
+            body.append(lines[i])
+            i += 1
+        if not line.startswith(("[WARNING]", "[ERROR]", "[CRITICAL]")) or "SAWarning" in line \
+                or "Removing existing assignment" in line or "Removing failed assignment" in line \
+                or line.split("] ", 1)[-1].startswith(_GENERIC):  # nbgrader's words around a failure: the cause says it
+            continue
+        if "Traceback (most recent call last)" in line:
+            line = f"{line.split(']', 1)[0]}] {traceback_cause(body)}"
+        keep.append(line)
     return keep
+
+
+def failure_cause(result: dict) -> str:
+    """Why a hand-in was not graded, in one line: the exception its grading raised and where, or the last error."""
+    errors = [line.split("] ", 1)[1] for line in notable_lines(result.get("log", "") or "")
+              if line.startswith(("[ERROR]", "[CRITICAL]"))]
+    if errors:
+        return errors[-1]
+    error = (result.get("error") or "").strip().splitlines()
+    if any("Traceback (most recent call last)" in line for line in error):
+        return traceback_cause(error)
+    return error[-1] if error else "see the messages above"
 
 
 def _local(course: Path, db_url: str, todo: list[Job], workers: int):
@@ -278,11 +324,13 @@ def _local(course: Path, db_url: str, todo: list[Job], workers: int):
 
 
 def run(course: Path, assignments: list[str] | None = None, workers: int | None = None, force: bool = False,
-        db_url: str | None = None, stream=sys.stderr, scheduler: str | None = None) -> dict:
+        db_url: str | None = None, stream=sys.stderr, scheduler: str | None = None,
+        accept: set[str] | frozenset = frozenset()) -> dict:
     """Grade every submission of ``assignments`` (default: all); returns counts and the failures.
 
     ``scheduler``: the address of a Dask scheduler whose workers grade (:mod:`.cluster`) instead of local
-    processes."""
+    processes. A required layer of the sandbox missing on this host stops the run before anything is graded
+    (:func:`.doctor.refused`), unless it is among ``accept``."""
     course = course.resolve()
     assignments = assignments or available(course)
     unknown = [a for a in assignments if not trust.plain_id(a) or not (course / "source" / a).is_dir()]
@@ -311,16 +359,23 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     from . import doctor
 
     settings = sandbox_settings(course, app)
-    line, missing = doctor.summary(doctor.probe(settings, str(course / "nbgrader_config.py")), settings)
+    report = doctor.probe(settings, str(course / "nbgrader_config.py"))
+    line, missing = doctor.summary(report, settings)
     stream.write(line + "\n")
     for warning in missing:
         stream.write(f"WARNING: {warning}\n")
+    refused = doctor.refused(report, settings, set(accept))
+    if refused:
+        raise SystemExit(f"Not grading: the sandbox lacks {', '.join(refused)} on this host (see the warnings above "
+                         f"for what a hand-in could then do; `make doctor` says how to add them). To grade anyway, "
+                         f"accept it: make autograde ACCEPT={','.join(refused)} (or --accept-missing "
+                         f"{','.join(refused)}).")
     what = f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))}"
     if scheduler:
         from .cluster import grade
 
         stream.write(f"{what} on the Dask cluster at {scheduler}\n")
-        results = grade(course, db_url, todo, scheduler)
+        results = grade(course, db_url, todo, scheduler, set(accept))
     else:
         workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
         summary["workers"] = workers
@@ -331,16 +386,17 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     start = time.monotonic()
     for job, result in results:
         label = f"{job.assignment}/{job.student}"
+        cause = None if result["success"] else failure_cause(result)
         for line in notable_lines(result["log"]):
-            progress.note(f"{label}: {line}")
+            if cause is None or cause not in line:  # a failure's own traceback is its NOT GRADED line
+                progress.note(f"{label}: {line}")
         if result["success"]:
             summary["graded"] += 1
             mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
             if mark.parent.is_dir():
                 mark.write_text(job.fingerprint + "\n")
         else:
-            error = (result["error"] or "").strip().splitlines()
-            progress.note(f"{label}: NOT GRADED: {error[-1] if error else 'see the log above'}")
+            progress.note(f"{label}: NOT GRADED: {cause}")
             summary["failed"].append(label)
         where = f", {result['worker']}" if result.get("worker") else ""
         progress.advance(f"{label} ({result.get('seconds', 0.0):.1f} s{where})")

@@ -112,10 +112,39 @@ def bound_names(source: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=1024)
+def hidden_lines(code: str) -> frozenset[int]:
+    """The line numbers (from 1) of ``code`` inside its hidden-test blocks, markers included."""
+    lines, inside = set(), False
+    for number, line in enumerate(code.split("\n"), 1):
+        stripped = line.strip()
+        if stripped.startswith(BEGIN_HIDDEN):
+            inside = True
+        if inside:
+            lines.add(number)
+        if stripped.startswith(END_HIDDEN):
+            inside = False
+    return frozenset(lines)
+
+
+#: The file name a test cell's code runs under in the judge (its frames tell a failure's line).
+TEST_FILE = "<test>"
+
+
+def test_line(frames) -> int | None:
+    """The innermost line of a test cell's own code among ``frames`` (a traceback or a frame, outermost first or a
+    frame's chain from innermost), or None."""
+    found = None
+    for frame, line in frames:
+        if frame.f_code.co_filename == TEST_FILE:
+            found = line
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
 def compiled(cell_source: str):
     """A cell as plain Python, compiled (cached: the same test cells run for every student)."""
     code = python_source(cell_source)
-    return code, compile(code, "<test>", "exec")
+    return code, compile(code, TEST_FILE, "exec")
 
 
 def python_source(cell_source: str) -> str:

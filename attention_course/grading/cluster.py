@@ -3,8 +3,9 @@
 The machine that keeps the gradebook (the *client*) plans the run exactly as local grading does
 (skip-unchanged fingerprints, unusable folders) and stays the gradebook's only writer. Each hand-in
 travels to a Dask worker as bytes, with what grading it needs: the assignment's ``source/`` folder,
-the course's ``nbgrader_config.py`` and a fingerprint of the course package. Workers share no
-filesystem with the client: each keeps a scratch course in its own local directory and grades
+the files its release gives every student (:func:`.trust.kernel_files`), the course's ``nbgrader_config.py``
+and a fingerprint of the course package. A worker whose sandbox lacks a layer the instructor has not accepted
+grades nothing (:func:`.doctor.refused`). Workers share no filesystem with the client: each keeps a scratch course in its own local directory and grades
 there with nbgrader's own ``Autograde`` and the course's judged, sandboxed executor (its own fork
 server, as a local grading process). The executed notebooks come back; the client then runs
 nbgrader's ``Autograde`` once more on the hand-in with :class:`Delivered` in place of the execution
@@ -77,16 +78,19 @@ def write_tree(root: Path, files: dict[str, bytes]) -> None:
         path.write_bytes(data)
 
 
-def course_payload(course: Path, assignment: str) -> dict:
-    """What a worker needs to grade hand-ins of ``assignment``, besides the hand-in itself."""
-    return {"assignment": assignment, "fingerprint": course_fingerprint(course, assignment),
+def course_payload(course: Path, assignment: str, accept: set[str] = frozenset()) -> dict:
+    """What a worker needs to grade hand-ins of ``assignment``, besides the hand-in itself (``accept``: the missing
+    sandbox layers the instructor accepts, as for local grading)."""
+    return {"assignment": assignment, "accept": sorted(accept), "fingerprint": course_fingerprint(course, assignment),
             "package": package_fingerprint(), "config": (course / "nbgrader_config.py").read_bytes(),
-            "source": read_tree(course / "source" / assignment)}
+            "source": read_tree(course / "source" / assignment),
+            "release": {rel: data for rel, data in read_tree(course / "release" / assignment).items()
+                        if not rel.endswith(".ipynb")}}
 
 
 # -- on the worker -------------------------------------------------------------------------
 _LOCK = threading.Lock()  # one notebook at a time per worker process (grading changes the working directory)
-_STATE: dict = {"root": None, "config": None, "assignments": {}, "package": None}
+_STATE: dict = {"root": None, "config": None, "assignments": {}, "package": None, "sandbox": None}
 
 
 def _scratch_root() -> Path:
@@ -109,8 +113,9 @@ def _worker_name() -> str:
 
 
 def _prepare(payload: dict) -> Path:
-    """The worker's scratch course, holding the payload's configuration and assignment source."""
-    from . import autograde
+    """The worker's scratch course, holding the payload's configuration and assignment source; refused where this
+    worker's sandbox lacks a layer the instructor has not accepted."""
+    from . import autograde, doctor
 
     if _STATE["package"] is None:
         _STATE["package"] = package_fingerprint()
@@ -126,11 +131,19 @@ def _prepare(payload: dict) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         (root / "source").mkdir(parents=True)
         (root / "nbgrader_config.py").write_bytes(payload["config"])
-        _STATE.update(root=root, config=payload["config"], assignments={})
+        _STATE.update(root=root, config=payload["config"], assignments={}, sandbox=None)
         autograde.worker_init(str(root), db_url)
+    if _STATE["sandbox"] is None:  # this worker's host, probed once as the client probes its own
+        settings = autograde.sandbox_settings(root, autograde.worker_api())
+        _STATE["sandbox"] = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)
+    gaps = doctor.refused(*_STATE["sandbox"], set(payload.get("accept", [])))
+    if gaps:
+        raise RuntimeError(f"the sandbox of worker {_worker_name()} lacks {', '.join(gaps)} (`make doctor` on that "
+                           "machine says how to add them; --accept-missing grades anyway)")
     assignment = payload["assignment"]
     if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
         write_tree(root / "source" / assignment, payload["source"])
+        write_tree(root / "release" / assignment, payload.get("release", {}))  # what a kernel may be given
         autograde.register(root, db_url, assignment)
         _STATE["assignments"][assignment] = payload["fingerprint"]
     return root
@@ -189,7 +202,7 @@ def _recorder(course: Path, db_url: str):
     return api
 
 
-def grade(course: Path, db_url: str, todo: list, scheduler: str):
+def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str] = frozenset()):
     """Grade ``todo`` (autograde.Job) on the cluster at ``scheduler``; yields (job, result) as each is recorded."""
     from distributed import Client, as_completed
     from distributed.client import FutureCancelledError
@@ -201,7 +214,8 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str):
         def scatter(assignment: str):
             # one object (a dict given to scatter would become one key per item, shared across assignments),
             # copied to every worker: scattered data has no recipe, and a single copy dies with its worker
-            payloads[assignment] = client.scatter([course_payload(course, assignment)], hash=False, broadcast=True)[0]
+            payloads[assignment] = client.scatter([course_payload(course, assignment, accept)], hash=False,
+                                                  broadcast=True)[0]
 
         def submit(job):
             handin = handins[(job.assignment, job.student)]

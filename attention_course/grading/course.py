@@ -104,11 +104,21 @@ def cell_scores(db_url: str, assignment: str) -> dict:
     return result
 
 
+#: What the table and the exports show for a hand-in whose autograding did not finish: it has no score yet (its
+#: cause is in the autograde log and the problems column), never a 0 the student did not earn.
+NOT_GRADED = "not graded"
+
+
+def autograded(submission) -> bool:
+    """Whether autograde recorded scores for a submission of the gradebook (one that failed has none at all)."""
+    return any(g.auto_score is not None for nb in submission.notebooks for g in nb.grades)
+
+
 def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tuple[list[str], list[list]]:
     """Per-student, per-assignment scores from the gradebook.
 
     Returns the header and one row per student: id, a score per assignment
-    (blank where nothing was submitted), the total, the maximum, how many
+    (blank where nothing was submitted, :data:`NOT_GRADED` where autograding did not finish), the total, the maximum, how many
     answers still wait for manual grading (in the formgrader), and the problems
     that kept a hand-in from being graded (a missing or unreadable notebook).
     """
@@ -127,6 +137,9 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:
                     row.append("")
+                    continue
+                if not autograded(submission):
+                    row.append(NOT_GRADED)
                     continue
                 row.append(round(submission.score, 2))
                 total += submission.score
@@ -148,7 +161,8 @@ CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 def canvas_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[list]]:
     """Scores in the layout of Canvas's gradebook import: the student columns, one column per
     assignment (new assignments to Canvas, named by their id), a "Points Possible" row first.
-    A student with no submission of an assignment gets a blank cell, which Canvas leaves unchanged."""
+    A student with no submission of an assignment, or one whose autograding did not finish, gets a blank cell, which
+    Canvas leaves unchanged."""
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url) as gb:
@@ -160,9 +174,11 @@ def canvas_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[l
             row = [name, student.lms_user_id or "", student.id, student.id, ""]
             for a in graded:
                 try:
-                    row.append(f"{round(gb.find_submission(a, student.id).score, 2):g}")
+                    submission = gb.find_submission(a, student.id)
                 except MissingEntry:
                     row.append("")
+                    continue
+                row.append(f"{round(submission.score, 2):g}" if autograded(submission) else "")
             rows.append(row)
     return CANVAS_COLUMNS + graded, rows
 

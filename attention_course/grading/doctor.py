@@ -36,6 +36,7 @@ try:
     found["course_readable"] = True
 except OSError:
     found["course_readable"] = False
+found["course_visible"] = os.path.lexists(sys.argv[1])
 seccomp = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")]
 found["seccomp"] = int(seccomp[0]) if seccomp else 0
 print(json.dumps(found))
@@ -73,8 +74,29 @@ def probe(settings: dict, course_file: str) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+#: What each layer stops; where it is missing, a hand-in can do this (``make doctor`` and ``make autograde`` say it).
+OPEN = {
+    "user": "a hand-in runs as root: it may do whatever root may where the layers below do not stop it",
+    "namespaces": "a hand-in may reach the network (network), see and signal the grader's processes and leave "
+                  "processes running after grading (pid), share System V shared memory and message queues with "
+                  "other kernels and leave them on the host (ipc)",
+    "view": "a hand-in sees the host's files: it may change the mode, owner, times and attributes of every file its "
+            "user owns (a grader that is not root: the course folder, the gradebook), connect to any Unix socket by "
+            "its path (a database, tmux, an agent) and find the course's files by name",
+    "scratch": "a hand-in may fill the disk, one file after another (only each file is capped)",
+    "limits": "a hand-in may start processes without limit (no RLIMIT_NPROC)",
+    "landlock": "a hand-in may read every file its user may (with the view: every file of the Python installation "
+                "and the package) and open TCP connections where a network namespace is missing",
+    "seccomp": "a hand-in may read the grader's session keyring, make namespaces of its own and use kernel "
+               "interfaces no kernel needs (BPF, perf, userfaultfd, io_uring, mounts)",
+    "cgroups": "memory is capped per process (RLIMIT_AS) rather than per kernel; processes by RLIMIT_NPROC only",
+}
+#: Layers without which ``autograde`` refuses to grade unless the instructor accepts what they leave open.
+REQUIRED = ("user", "namespaces", "view", "scratch", "limits", "landlock", "seccomp")
+
+
 def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
-    """(layer, active (None: not applicable), what it does or what is missing and the fix)."""
+    """(layer, active (None: not applicable), what it does, or what it leaves open and the fix)."""
     facts, found = report.get("facts", {}), report.get("found", {})
     gib = lambda n: f"{n / 2**30:g} GiB" if n >= 2**30 else f"{n / 2**20:g} MiB"  # noqa: E731
     ns = facts.get("namespaces", [])
@@ -84,14 +106,22 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
                  f"kernels run as uid {uid}, not root: the process cap counts their own processes"
                  if uid not in (0, None) else
                  "kernels run as root (uid 0): set c.JudgedExecute.kernel_uid_base > 0, or grade as an ordinary user"))
-    want = {"mount", "network", "pid"}
+    want = {"mount", "network", "pid", "ipc"}
     rows.append(("namespaces", want <= set(ns),
-                 f"{', '.join(ns)}: no network (loopback {found.get('loopback', '?')}), /run hidden, "
-                 f"{found.get('others_visible', '?')} other processes visible, every process ends with the kernel"
+                 f"{', '.join(ns)}: no network (loopback {found.get('loopback', '?')}), "
+                 f"{found.get('others_visible', '?')} other processes visible, System V IPC of its own, every "
+                 "process and shared memory segment ends with the kernel"
                  if want <= set(ns) else
-                 f"only {', '.join(ns) or 'none'}: allow namespaces (Debian/Ubuntu: sysctl kernel.unprivileged_userns_clone=1, "
+                 f"only {', '.join(ns) or 'none'} (missing {', '.join(sorted(want - set(ns)))}): allow namespaces "
+                 "(Debian/Ubuntu: sysctl kernel.unprivileged_userns_clone=1, "
                  "kernel.apparmor_restrict_unprivileged_userns=0; in a container: --security-opt seccomp=unconfined "
                  "or grade as root)"))
+    view = bool(facts.get("view")) and not found.get("course_visible", True)
+    rows.append(("view", view,
+                 "a root of its own: the Python installation, the package, its scratch folder, nothing else of the "
+                 "host (no course folder, /tmp, /home or /run); all of it read-only but its scratch"
+                 if view else "no private view of the file system (needs a mount namespace, pivot_root and "
+                 "mount_setattr, Linux >= 5.12)"))
     size = found.get("scratch_bytes", 0) if facts.get("scratch_bytes") else 0
     rows.append(("scratch", bool(facts.get("scratch_bytes")),
                  f"{gib(size)} file system of its own (tmpfs): all a kernel may write, gone when it ends"
@@ -109,21 +139,37 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
                  + ("; no signals out of the sandbox" if abi >= 6 else "; signals not scoped (ABI < 6)")
                  if abi >= 1 else "not available (Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and lsm=landlock): "
                  "kernels can read every file their user can"))
+    rows.append(("seccomp", bool(facts.get("seccomp")) and bool(found.get("seccomp")),
+                 "libseccomp filter: no keyrings, no namespaces, no ptrace, BPF, perf, userfaultfd, io_uring or mounts"
+                 if facts.get("seccomp") and found.get("seccomp") else
+                 "no system-call filter: install libseccomp (Debian: libseccomp2) for pyseccomp"))
     groups = report.get("cgroups") or []
     rows.append(("cgroups", bool(groups),
                  f"{', '.join(groups)}: memory {gib(settings['memory_bytes'])}, {settings['processes']} processes"
                  if groups else "none: " + "; ".join(report.get("cgroup_notes") or ["not delegated"])
                  + " (the other layers hold without them)"))
-    rows.append(("seccomp", None, "a filter is active" if found.get("seccomp") else
-                 "none: system calls are not filtered (no layer above depends on it)"))
     return rows
 
 
+def probe_failure(report: dict) -> str | None:
+    """Why the probe could not run a sandboxed process at all (every layer then reads as missing), in one line."""
+    if report.get("facts"):
+        return None
+    from .autograde import traceback_cause
+
+    notes = [n for n in report.get("notes", []) if n]
+    return traceback_cause(notes[-1].split("\n")) if notes else "it reported nothing"
+
+
 def summary(report: dict, settings: dict) -> tuple[str, list[str]]:
-    """One line for autograde, and a warning for every missing layer."""
+    """One line for autograde, and for every missing layer what it leaves open."""
     rows = layers(report, settings)
     active = [name for name, ok, _ in rows if ok]
-    missing = [f"sandbox layer missing: {name}: {text}" for name, ok, text in rows if ok is False]
+    missing = [f"sandbox layer missing: {name}: {text}; open: {OPEN[name]}" for name, ok, text in rows if ok is False]
+    failed = probe_failure(report)
+    if failed:
+        missing.insert(0, f"the sandbox probe could not run a sandboxed process ({failed}): a kernel would not "
+                          "start either; the layers below cannot be told")
     facts = report.get("facts", {})
     line = (f"Sandbox: {', '.join(active) or 'no layer'} active (kernel uid {facts.get('uid', '?')}, namespaces "
             f"{'+'.join(facts.get('namespaces', [])) or 'none'}, Landlock ABI {facts.get('landlock', 0)}, "
@@ -131,12 +177,29 @@ def summary(report: dict, settings: dict) -> tuple[str, list[str]]:
     return line, missing
 
 
+def refused(report: dict, settings: dict, accepted: set[str]) -> list[str]:
+    """The required layers (:data:`REQUIRED`) missing on this host that the instructor has not accepted."""
+    return [name for name, ok, _ in layers(report, settings) if ok is False and name in REQUIRED and name not in accepted]
+
+
 def main(settings: dict, course_file: str) -> int:
     report = probe(settings, course_file)
     print("Sandbox layers on this host: what every kernel that runs a hand-in gets (a real probe, not a guess)\n")
-    for name, ok, text in layers(report, settings):
+    rows = layers(report, settings)
+    if probe_failure(report):
+        print(f"  The probe could not run a sandboxed process: {probe_failure(report)}\n")
+    for name, ok, text in rows:
         mark = "ok" if ok else "--" if ok is None else "MISSING"
         print(f"  [{mark:^7}] {name:<10} {text}")
+    gaps = [name for name, ok, _ in rows if ok is False]
+    if gaps:
+        print("\nWhat a hand-in can do on this host because of that:")
+        for name in gaps:
+            print(f"  - {name}: {OPEN[name]}")
+        required = [name for name in gaps if name in REQUIRED]
+        if required:
+            print(f"\n`make autograde` refuses to grade here until you accept it: "
+                  f"make autograde ACCEPT={','.join(required)}")
     notes = [n for n in report.get("notes", []) if n]
     if notes:
         print("\nWhat the sandbox reported it could not do:")

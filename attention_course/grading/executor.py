@@ -1,7 +1,7 @@
 """``JudgedExecute``: the course's replacement for nbgrader's ``Execute`` preprocessor at autograde.
 
 * Student cells run in a sandboxed IPython kernel (:mod:`.kernel`, :mod:`.sandbox`) whose working
-  folder holds a copy of the hand-in's regular files (:func:`.trust.inspect_handin`).
+  folder holds a copy of the hand-in's regular files and the release's (:func:`.trust.kernel_files`).
 * Test cells (grade cells restored from the gradebook) run in the judge
   (:mod:`attention_course.grading.judge`); the locked setup cells run there as well, so that
   every reference is computed outside the kernel. A failed test's output is one line, the
@@ -31,15 +31,21 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-def submission_files(course: Path, student: str, assignment: str) -> list:
-    """Files a kernel may see: the hand-in's own that :func:`.trust.inspect_handin` accepts (notebooks aside)
-    and the master's extra files, as (path, relative path)."""
-    found = {}
-    for handin in (trust.submitted(course, student, assignment), trust.inspect_handin(course / "source" / assignment)):
-        for path, rel, _ in handin.files:
-            if not rel.endswith(".ipynb"):
-                found[rel] = (path, Path(rel))
-    return list(found.values())
+#: The metadata that marks a note the grader added to a test cell (kept in feedback: :class:`.HideHiddenTests`).
+NOTE = "attention_course_note"
+
+
+def note(notes: list[str]) -> NotebookNode:
+    """A note on a test cell that costs no points (nbgrader gives full credit for display data)."""
+    text = "Note: " + " ".join(notes) + (" This costs no points here: the grader learns of it only from your own "
+                                         "kernel. Validate's checks fail on it; fix it.")
+    return NotebookNode(output_type="display_data", data={"text/plain": text}, metadata={NOTE: True})
+
+
+class EnvironmentFault(RuntimeError):
+    """Grading cannot go on as it should for a reason that is not the student's (a locked cell of the master fails
+    without any of the student's code, a kernel or the judge cannot start): the hand-in is not graded, and the
+    course command says why, instead of recording the student's score."""
 
 
 def _is_test(md) -> bool:
@@ -91,15 +97,18 @@ class JudgedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         course = Path(os.getcwd())
-        files = submission_files(course, info.get("student", ""), info.get("assignment", ""))
-        self._files = files
+        self._files = [(path, Path(rel)) for path, rel in
+                       trust.kernel_files(course, info.get("student", ""), info.get("assignment", ""))]
+        self._release = [(path, Path(rel)) for path, rel in trust.kernel_files(course, None, info.get("assignment", ""))]
+        self._locked_run: list[tuple[str, str]] = []  # the master's locked cells the kernel has run, in order
         self._restarts = 0
         self._history: list[str] = []
         self._deadline = time.monotonic() + self.notebook_timeout
         # The judge's copy of the master's locked cells (imports, data, reference helpers), all run before
         # any test and never taken from the student's kernel, wherever a hand-in put or shadowed them.
-        self._locked = [c.source for c in nb.cells if c.cell_type == "code"
-                        and c.metadata.get("nbgrader", {}).get("locked") and not _is_test(c.metadata["nbgrader"])]
+        self._locked = [(c.metadata["nbgrader"].get("grade_id") or "locked", c.source) for c in nb.cells
+                        if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("locked")
+                        and not _is_test(c.metadata["nbgrader"])]
         self._allowed = trust.student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
         self.kernel = None
         self.judge = None
@@ -111,6 +120,8 @@ class JudgedExecute(NbGraderPreprocessor):
                     continue
                 try:
                     self._cell(cell)
+                except EnvironmentFault:
+                    raise
                 except Exception as exc:  # whatever a submission does, the other cells are still graded
                     self.log.warning("grading a cell failed (%s: %s)", type(exc).__name__, exc)
                     cell.outputs = [_error("GradingError", "the grader could not run this cell; it was restarted")]
@@ -128,12 +139,17 @@ class JudgedExecute(NbGraderPreprocessor):
 
     # -- kernel and judge lifecycle --------------------------------------------------------
     def _start(self) -> None:
-        self.kernel = POOL.take(self.settings(), self.log) if self.prestart else Kernel(self.settings(), self.log)
+        """A kernel with the hand-in's files, connected to the judge. Neither the kernel's start nor the judge's
+        depends on the student's code: a failure is the grader's (:class:`EnvironmentFault`)."""
+        try:
+            self.kernel = POOL.take(self.settings(), self.log) if self.prestart else Kernel(self.settings(), self.log)
+        except Exception as exc:
+            raise EnvironmentFault(f"a kernel could not start: {exc}") from None
         self.kernel.add_files(self._files)
         if self.judge is None or not self.judge.alive():
             self._start_judge()
         if self.judge.request({"op": "conn"}, 10, [self.kernel.conn.sock.fileno()]) is None:
-            raise RuntimeError("the judge process did not answer")
+            raise EnvironmentFault("the judge process did not answer")
 
     def _start_judge(self) -> None:
         """A judge process with the master's locked cells run in it (again, after one was stopped)."""
@@ -141,11 +157,12 @@ class JudgedExecute(NbGraderPreprocessor):
             self.judge.close()
         self.judge = JudgeProcess(forkserver.server(list(self.preload)), self.judge_memory_limit, os.getcwd())
         self.judge.request({"op": "allow", "names": sorted(self._allowed)}, 10)
-        for source in self._locked:
+        for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
                                        self.timeout + self.interrupt_grace)
-            if reply is None or reply["status"] != "ok":  # the master's own fault: the tests that need it fail
-                self.log.warning("judge: a locked cell failed: %s", reply.get("evalue") if reply else "no answer")
+            if reply is None or reply["status"] != "ok":
+                why = f"{reply['ename']}: {reply['evalue']}" if reply else "the judge process did not answer"
+                raise EnvironmentFault(f"the master's locked cell {grade_id!r} fails in the judge: {why}")
 
     def _restart(self, why: str) -> bool:
         """A new kernel with every earlier kernel cell replayed; False when no more restarts are allowed."""
@@ -157,8 +174,8 @@ class JudgedExecute(NbGraderPreprocessor):
             self.log.warning("kernel restarted %d times (%s): skipping the remaining cells", self.max_restarts, why)
             return False
         self.log.warning("restarting the kernel (%s); replaying %d cells", why, len(self._history))
+        self._start()  # a kernel that cannot start is the grader's fault, not the student's (EnvironmentFault)
         try:
-            self._start()
             for source in self._history:
                 if self._left() <= 0:
                     raise RuntimeError("the notebook's time ran out during the replay")
@@ -193,6 +210,10 @@ class JudgedExecute(NbGraderPreprocessor):
         hits = self.kernel.cap_hits()
         outputs, status, count = self.kernel.run(cell.source, limit)
         cell.outputs, cell.execution_count = outputs, count
+        if md.get("locked"):
+            self._locked_run.append((md.get("grade_id") or "locked", cell.source))
+            if status != "ok":  # an error, a death or a timeout: the student's doing, or the grader's?
+                self._control()
         exhausted = self.kernel.cap_hits() > hits or any(
             o.get("output_type") == "error" and o.get("ename") == "MemoryError" for o in outputs)
         if exhausted and status in ("ok", "error"):
@@ -209,6 +230,27 @@ class JudgedExecute(NbGraderPreprocessor):
                 self._restart("a cell did not stop after an interrupt")
         else:
             self._history.append(cell.source)
+
+    def _control(self) -> None:
+        """A locked cell of the master failed in the student's kernel: run the master's locked cells up to it in a
+        new kernel with the release's files and none of the student's. If it fails there too, the fault is the
+        grader's (an import, a permission, a missing file): :class:`EnvironmentFault`. If not, the student's code
+        broke it, and the hand-in is graded as it ran."""
+        try:
+            control = Kernel(self.settings(), self.log)
+        except Exception as exc:
+            raise EnvironmentFault(f"a kernel could not start: {exc}") from None
+        try:
+            control.add_files(self._release)
+            for grade_id, source in self._locked_run:
+                outputs, status, _ = control.run(source, self.timeout)
+                if status != "ok":
+                    error = next((f"{o.get('ename')}: {o.get('evalue')}" for o in outputs
+                                  if o.get("output_type") == "error"), f"the kernel {status}")
+                    raise EnvironmentFault(f"the master's locked cell {grade_id!r} fails in a kernel without the "
+                                           f"student's code: {error}")
+        finally:
+            control.close()
 
     def _test(self, cell) -> None:
         kernel, conn = self.kernel, self.kernel.conn
@@ -232,5 +274,7 @@ class JudgedExecute(NbGraderPreprocessor):
         _, status, _ = kernel.collect(msg_id, self.interrupt_grace, keep=False)
         if reply["status"] != "ok":
             cell.outputs = [_error(reply["ename"], reply["evalue"])]
+        if reply.get("notes"):
+            cell.outputs.append(note([str(n)[:600] for n in reply["notes"][:5]]))
         if broken or status in ("timeout", "died") or not kernel.alive():
             self._restart("the kernel stopped answering during a test")

@@ -18,9 +18,10 @@ import io
 import socket
 import sys
 import time
+import traceback
 
 from . import trust, wire
-from .cells import compiled, free_names
+from .cells import compiled, free_names, hidden_lines, test_line
 
 
 class GradingInterrupt(BaseException):
@@ -123,6 +124,7 @@ def _proxy(conn, desc) -> Remote:
     cls = _proxy_classes.get(name)
     if cls is None:
         cls = _proxy_classes[name] = type(name, (Remote,), {"__slots__": ()})
+    conn.heard(*(t for t in types if not t.startswith(_TRUSTED_PREFIXES)))  # a class of the student's own: its text
     obj = object.__new__(cls)
     object.__setattr__(obj, "_judge_conn", conn)
     object.__setattr__(obj, "_judge_id", desc.get("id"))
@@ -138,6 +140,29 @@ class Connection:
         self.deadline = None  # time.monotonic() after which the kernel has taken too long
         self.broken = False
         self._callbacks: dict[int, object] = {}
+        #: the line numbers of the running test cell's hidden tests, and the text the kernel sent during the cell
+        #: (strings, type names): a failure on a hidden line may not quote it (:func:`.trust.shown_failure`)
+        self.hidden: frozenset[int] = frozenset()
+        self.texts: list[str] = []
+        #: notes for the student on the running cell that cost no points (an argument changed in place)
+        self.notes: list[str] = []
+
+    def start_cell(self, hidden: frozenset[int]) -> None:
+        self.hidden, self.texts, self.notes = hidden, [], []
+
+    def heard(self, *texts) -> None:
+        """Note text that came from the kernel (up to 200,000 characters a cell; beyond, every further text is
+        noted as one that cannot be told apart, and a hidden failure shows no message of its own)."""
+        room = 200_000 - sum(map(len, self.texts))
+        for text in texts:
+            if isinstance(text, str) and text:
+                self.texts.append(text if len(text) <= room else "\0overflow")
+                room -= len(text)
+
+    def _on_hidden_line(self) -> bool:
+        """Whether the test cell's code that is running now (the innermost frame of its own) is a hidden line."""
+        frames = [(f, line) for f, line in traceback.walk_stack(None)][::-1]
+        return test_line(frames) in self.hidden
 
     # -- low level -----------------------------------------------------------------------
     def _recv(self):
@@ -214,7 +239,7 @@ class Connection:
                     continue
                 dec = wire.Decoder(buffers, self._decode_handle)
                 if "err" in msg:
-                    raise _remote_error(msg["err"])
+                    raise _remote_error(msg["err"], self)
                 if "ok" not in msg:
                     self.broken = True
                     raise KernelGone("the kernel answered something that is not an answer")
@@ -224,9 +249,11 @@ class Connection:
                     echo = [dec.decode(e) for e in echo] if isinstance(echo, list) and len(echo) == len(sent_arrays) else None
                 except wire.WireError as exc:
                     raise StudentError(f"the result could not be read: {exc}") from None
-                failure = trust.changed_in_place(msg.get("fn"), sent_arrays, echo, msg.get("names"))
-                if failure and req.get("op") in ("call", "vjp"):
-                    raise AssertionError(failure)
+                finally:
+                    self.heard(*dec.strings)
+                note = trust.changed_in_place(msg.get("fn"), sent_arrays, echo, msg.get("names"))
+                if note and req.get("op") in ("call", "vjp") and note not in self.notes and len(self.notes) < 5:
+                    self.notes.append(note)
                 return value
         finally:
             self._callbacks.clear()
@@ -237,7 +264,10 @@ class Connection:
             if fn is None:
                 raise RuntimeError("this function given by the test is no longer available")
             dec = wire.Decoder(buffers, self._decode_handle)
-            args, kwargs = dec.decode(msg.get("args")), dec.decode(msg.get("kwargs"))
+            try:
+                args, kwargs = dec.decode(msg.get("args")), dec.decode(msg.get("kwargs"))
+            finally:
+                self.heard(*dec.strings)
             if not isinstance(args, list) or not isinstance(kwargs, dict):
                 raise wire.WireError("malformed callback")
             value = fn(*args, **{str(k): v for k, v in kwargs.items()})
@@ -262,17 +292,29 @@ class Connection:
         return self.request(req)
 
 
-def _remote_error(err) -> BaseException:
+#: What stands for the message of an error the student's code raised on a hidden test's input.
+UNSHOWN = "(its message is not shown for a hidden test: it could repeat the test's inputs)"
+
+
+def _remote_error(err, conn: Connection) -> BaseException:
+    """The exception the student's code raised, as the test sees it. On a hidden line of the test cell its message
+    is never taken in (whatever the test does with the exception, the page cannot quote it)."""
     if not isinstance(err, dict):
-        return StudentError(str(err)[:2000])
+        err = {"msg": str(err)}
+    hidden = conn._on_hidden_line()
     name, msg = str(err.get("type", "Error"))[:100], str(err.get("msg", ""))[:2000]
-    if err.get("module") == "builtins" and name in _BUILTIN_ERRORS:
+    builtin = err.get("module") == "builtins" and name in _BUILTIN_ERRORS
+    if hidden:
+        conn.heard(msg, *(() if builtin else (name,)))
+        msg = UNSHOWN
+    if builtin:
         exc = _BUILTIN_ERRORS[name](msg)
-        exc.from_kernel = True  # raised by the student's code, not by the judge's own work
-        return exc
-    if name == "KeyboardInterrupt":
+    elif name == "KeyboardInterrupt":
         return KernelTimeout("the student's code took too long and was interrupted")
-    return StudentError(f"{name}: {msg}" if msg else name)
+    else:  # a class of the student's own (its name is the student's text too)
+        exc = StudentError(msg if hidden else f"{name}: {msg}" if msg else name)
+    exc.from_kernel = True  # raised by the student's code, not by the judge's own work
+    return exc
 
 
 class Judge:
@@ -283,10 +325,14 @@ class Judge:
         #: the names the judge may take from the student's kernel (those the student is meant to define)
         self.allowed = allowed
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _no_ipython}
+        self.hidden: frozenset[int] = frozenset()  # the hidden lines of the cell that ran last
 
     def run(self, source: str, fetch: bool = True) -> None:
         """Execute a cell in the judge's namespace; exceptions propagate to the caller."""
         code, program = compiled(source)
+        self.hidden = hidden_lines(code)
+        if self.conn is not None:
+            self.conn.start_cell(self.hidden)
         if fetch and self.conn is not None:
             for name in free_names(code):
                 if name in self.ns or (self.allowed is not None and name not in self.allowed):

@@ -22,6 +22,7 @@ import signal
 import socket
 import time
 
+from . import trust
 from .judge import Connection, GradingInterrupt, Judge, KernelGone, KernelTimeout
 
 _MAX_PACKET = 1 << 20
@@ -35,8 +36,9 @@ def _alarm(signum, frame):
     raise JudgeTimeout("time is up")
 
 
-def outcome(exc: BaseException | None, timeout: float, memory_bytes: int) -> dict:
-    """A test cell's result as the grader records it: a status and the one-line message students see."""
+def outcome(exc: BaseException | None, timeout: float, memory_bytes: int, judge: Judge | None = None) -> dict:
+    """A test cell's result as the grader records it: a status and the one-line message students see (on a hidden
+    line, nothing the student's code said: :func:`.trust.shown_failure`)."""
     if exc is None:
         return {"status": "ok"}
     if isinstance(exc, KernelTimeout):
@@ -54,7 +56,8 @@ def outcome(exc: BaseException | None, timeout: float, memory_bytes: int) -> dic
                 "evalue": f"checking what your code returned needed more than {memory_bytes / 2**30:g} GiB of "
                           "memory and was stopped: are your results (or the inputs your code passes back to the "
                           "tests) far larger than the task asks for?"}
-    return {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)[:4000]}
+    hidden, texts = (judge.hidden, judge.conn.texts if judge.conn is not None else []) if judge else (frozenset(), [])
+    return {"status": "error", "ename": type(exc).__name__, "evalue": trust.shown_failure(exc, hidden, texts)}
 
 
 def serve(fd: int, settings: dict) -> int:
@@ -103,10 +106,12 @@ def serve(fd: int, settings: dict) -> int:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             if isinstance(error, JudgeTimeout) and conn is not None:
                 conn.broken = True  # the alarm may have cut a conversation with the kernel in half
-            reply = outcome(error, timeout, memory)
+            reply = outcome(error, timeout, memory, judge)
             if conn is not None:
                 conn.deadline = None
                 reply["broken"] = conn.broken
+                if conn.notes:
+                    reply["notes"] = list(conn.notes)
         else:
             reply = {"status": "error", "ename": "GradingError", "evalue": f"unknown request {op!r}"}
         for extra in fds[1:] if op == "conn" else fds:

@@ -7,7 +7,10 @@ The scratch folder of a kernel (``attention-judge-*`` in the temporary folder) h
     ipc/                       the kernel's ZeroMQ sockets (it may make sockets here, nothing else)
     in/                        the hand-in's files, read-only for the kernel, copied into its working folder
     rw/                        the kernel's only writable place: a size-limited file system of its own
-                               (``work/`` its working folder, ``home/``, ``tmp/``), gone when it ends
+                               (``work/`` its working folder, ``home/``, ``tmp/``, ``shm/`` its /dev/shm),
+                               gone when it ends
+    root/                      where the kernel's own root is mounted (:mod:`.rootfs`): the kernel sees nothing
+                               of the host's tree but what its sandbox shows it
     sandbox.json               what the sandbox could not do, and its facts (uid, namespaces, caps)
 """
 
@@ -92,21 +95,31 @@ def _own(path: Path, uid: int | None, mode: int) -> None:
 def sandbox_config(scratch: Path, settings: dict, uid: int | None, groups: cgroups.Cgroups) -> dict:
     """Lay out a kernel's scratch folder (see the module) and write the sandbox's configuration for it."""
     os.chmod(scratch, 0o711)  # the kernel's user may pass through, not list
-    for name, mode in (("ipc", 0o700), ("rw", 0o700), ("in", 0o755)):
+    for name, mode in (("ipc", 0o700), ("rw", 0o700), ("in", 0o755), ("root", 0o700)):
         (scratch / name).mkdir(exist_ok=True)
-        _own(scratch / name, uid if name != "in" else None, mode)
+        _own(scratch / name, uid if name not in ("in", "root") else None, mode)
     if (scratch / "judge.sock").exists():
         _own(scratch / "judge.sock", uid, 0o600)
     rw = scratch / "rw"
-    config = {"read": _read_paths() + [str(scratch / "in"), str(scratch / "kernel.json")],
-              "write": [str(rw), "/dev/null"], "sockets": [str(scratch / "ipc")], "expose": [str(scratch)],
-              "scratch_fs": {"path": str(rw), "bytes": settings["scratch_bytes"], "dirs": ["work", "home", "tmp"]},
+    read = _read_paths()
+    config = {"read": read + [str(scratch / "in"), str(scratch / "kernel.json")],
+              "write": [str(rw), "/dev/null"], "sockets": [str(scratch / "ipc")],
+              # the kernel's whole file system: what it may read, its scratch folder (sockets in ipc/ only)
+              "view": {"root": str(scratch / "root"), "read": read, "scratch": str(scratch),
+                       "writable": [str(scratch / "ipc")]},
+              "scratch_fs": {"path": str(rw), "bytes": settings["scratch_bytes"],
+                             "dirs": ["work", "home", "tmp", "shm"]},
               "cwd": str(rw / "work"), "uid": uid, "gid": uid,
               "memory_bytes": settings["memory_bytes"], "processes": settings["processes"],
               "file_bytes": settings["file_bytes"], "report": str(scratch / "sandbox.json"),
               "cgroups": groups.procs_files}
     (scratch / "sandbox-config.json").write_text(json.dumps(config))
     return config
+
+
+#: What every sandboxed kernel writes on its standard error while it starts (ipykernel cannot bind its subprocess
+#: pipe to TCP loopback: there is no network): not a cause.
+_STDERR_NOISE = ("Couldn't bind IOPub Pipe", "subprocess output will be unavailable", "self._setup_pipe_in()")
 
 
 class Kernel:
@@ -181,7 +194,7 @@ class Kernel:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.proc.alive():
-                raise RuntimeError("the kernel exited while starting")
+                raise RuntimeError(f"the kernel exited while starting: {self.stderr_line()}")
             msg_id = self.kc.kernel_info()
             try:
                 self.kc.get_shell_msg(timeout=0.5)
@@ -196,7 +209,18 @@ class Kernel:
                 if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
                         and msg["content"].get("execution_state") == "idle":
                     return
-        raise RuntimeError(f"the kernel did not start within {timeout} s")
+        raise RuntimeError(f"the kernel did not start within {timeout} s: {self.stderr_line()}")
+
+    def stderr_line(self) -> str:
+        """The last line the kernel wrote on its standard error (a failed start's cause), or what the sandbox
+        reported it could not do."""
+        try:
+            text = (self.scratch / "kernel-stderr.txt").read_text(errors="replace")
+        except OSError:
+            text = ""
+        lines = [line for line in text.splitlines() if line.strip() and not any(n in line for n in _STDERR_NOISE)]
+        last = next((line for line in reversed(lines) if not line[0].isspace()), lines[-1] if lines else "")
+        return last.strip()[:500] or "it wrote nothing on its standard error (killed, or out of memory before it could?)"
 
     def add_files(self, files: list[tuple[Path, Path]]) -> None:
         """Hand the kernel a hand-in's files (regular files only, checked by :func:`.trust.inspect_handin`):

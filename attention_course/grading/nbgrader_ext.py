@@ -30,6 +30,7 @@ from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
 from . import nbgrader_patches, trust
+from .executor import NOTE
 from .cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, quiet_docstring, replace_blocks, uncomment
 
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
@@ -80,7 +81,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class HideHiddenTests(NbGraderPreprocessor):
     """Feedback that leaks nothing: no hidden-test source, no traceback, no autograde-time output.
 
-    Grade cells keep their visible tests and the one-line message of a failed check. Every other
+    Grade cells keep their visible tests, the one-line message of a failed check and the grader's notes (an
+    argument changed in place, which costs no points). Every other
     code cell shows the outputs the student's own submitted notebook had (matched by source),
     never what ran at autograde, where the student's code might have printed what it was sent.
     """
@@ -110,6 +112,8 @@ class HideHiddenTests(NbGraderPreprocessor):
                 message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
                 output["traceback"] = [message]
                 kept.append(output)
+            elif output.get("metadata", {}).get(NOTE):  # the grader's note on the cell (an argument changed in place)
+                kept.extend(trust.inert_outputs([output]))
         cell.outputs = kept
         return cell, resources
 

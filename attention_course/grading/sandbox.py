@@ -38,6 +38,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 24, 38, 39
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x10000000, 0x40000000
+_CLONE_NEWIPC = 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 4096, 0x4000, 0x40000
 #: What a confined process may read of /proc besides its own entry: machine-wide facts libraries ask for.
 _PROC_FILES = ("cpuinfo", "meminfo", "stat", "loadavg", "filesystems", "sys/kernel", "sys/vm")
@@ -49,7 +50,8 @@ _SOCKETS = 1 << 3 | 1 << 5 | 1 << 9  # read_dir, remove_file, make_sock: ZeroMQ'
 _FILE_RIGHTS = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 14 | 1 << 15  # what a rule on a single file may grant
 _NET_TCP = 1 << 0 | 1 << 1  # bind, connect
 _SCOPE = 1 << 0 | 1 << 1  # abstract unix sockets, signals
-NAMES = {_CLONE_NEWUSER: "user", _CLONE_NEWNS: "mount", _CLONE_NEWNET: "network", _CLONE_NEWPID: "pid"}
+NAMES = {_CLONE_NEWUSER: "user", _CLONE_NEWNS: "mount", _CLONE_NEWNET: "network", _CLONE_NEWPID: "pid",
+         _CLONE_NEWIPC: "ipc"}
 
 
 class _PathBeneath(ctypes.Structure):
@@ -117,9 +119,11 @@ def _unshare(want_pid: bool) -> tuple[int, list[str]]:
     """New namespaces for this process (the PID one for its next child); returns the flags obtained."""
     root = os.geteuid() == 0
     uid, gid = os.getuid(), os.getgid()
-    full = _CLONE_NEWNS | _CLONE_NEWNET | (_CLONE_NEWPID if want_pid else 0) | (0 if root else _CLONE_NEWUSER)
+    full = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | (_CLONE_NEWPID if want_pid else 0) | \
+        (0 if root else _CLONE_NEWUSER)
     notes = []
-    for flags in (full, full & ~_CLONE_NEWNET, full & ~_CLONE_NEWNET & ~_CLONE_NEWPID):
+    for flags in (full, full & ~_CLONE_NEWNET, full & ~_CLONE_NEWNET & ~_CLONE_NEWPID,
+                  full & ~_CLONE_NEWNET & ~_CLONE_NEWPID & ~_CLONE_NEWIPC):
         if _libc.unshare(flags) == 0:
             break
         notes.append(f"unshare({'+'.join(n for f, n in NAMES.items() if flags & f)}) failed: {_err()}")
@@ -148,55 +152,6 @@ def _hide_run() -> list[str]:
     return notes
 
 
-def _can(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
-    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
-    return (st.st_mode >> shift) & bits == bits
-
-
-def _blocked(path: str, uid: int, gid: int) -> str | None:
-    """The first folder on the way to ``path`` that ``uid`` may not pass through (None: it reaches it)."""
-    parts = path.strip("/").split("/")
-    for i in range(len(parts) - 1):
-        folder = "/" + "/".join(parts[: i + 1])
-        try:
-            if not _can(os.stat(folder), uid, gid, 1):
-                return folder
-        except OSError:
-            return None
-    return None
-
-
-def _expose(paths: list[str], uid: int, gid: int) -> list[str]:
-    """Make every path in ``paths`` reachable for ``uid`` in this mount namespace: a folder on the way that
-    ``uid`` may not pass through is covered by an empty, read-only file system that holds only those paths
-    (bind mounts of the originals), so nothing else below it can be seen."""
-    notes = []
-    wanted = sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
-    for _ in range(len(wanted) + 1):
-        stuck = next(((p, b) for p in wanted if (b := _blocked(p, uid, gid))), None)
-        if stuck is None:
-            return notes
-        _, cover = stuck
-        under = [p for p in wanted if p.startswith(cover + "/")]
-        tops = [p for p in under if not any(q != p and p.startswith(q + "/") for q in under)]
-        fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in tops}
-        try:
-            if not _mount("tmpfs", cover, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755"):
-                return notes + [f"could not cover {cover}: {_err()}: uid {uid} cannot reach {', '.join(tops)}"]
-            for path, fd in fds.items():
-                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                os.makedirs(path if is_dir else os.path.dirname(path), mode=0o755, exist_ok=True)
-                if not is_dir:
-                    open(path, "w").close()
-                if not _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC):
-                    notes.append(f"could not expose {path}: {_err()}")
-            _mount(None, cover, None, _MS_RDONLY | _MS_NOSUID | _MS_NODEV | 0x20, None)  # MS_REMOUNT
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-    return notes + ["some paths stay out of reach"]
-
-
 def _scratch_fs(spec: dict, uid: int, gid: int, mounted: bool) -> tuple[int, list[str]]:
     """The kernel's writable folders, on a file system of ``spec['bytes']`` where mounts are possible."""
     path, size = spec["path"], int(spec["bytes"])
@@ -214,6 +169,52 @@ def _scratch_fs(spec: dict, uid: int, gid: int, mounted: bool) -> tuple[int, lis
         if os.geteuid() == 0:
             os.chown(folder, uid, gid)
     return got, notes
+
+
+#: System calls a kernel never needs and that reach past its walls or into the host's kernel: keyrings (the
+#: grader's session keyring is inherited), other processes' memory, mounts and namespaces, kernel modules and BPF.
+DENIED_SYSCALLS = ("keyctl", "add_key", "request_key", "ptrace", "process_vm_readv", "process_vm_writev",
+                   "pidfd_getfd", "kcmp", "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "mount",
+                   "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig",
+                   "fspick", "mount_setattr", "unshare", "setns", "open_by_handle_at", "name_to_handle_at",
+                   "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon",
+                   "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie")
+
+
+def _libseccomp():
+    """pyseccomp (libseccomp's API over ctypes), loaded before any confinement (it looks for the library with
+    ``ldconfig``); the exception instead where this host has no libseccomp."""
+    try:
+        import pyseccomp
+
+        return pyseccomp
+    except Exception as exc:  # noqa: BLE001  (an OSError or a missing module: reported as the missing layer)
+        return exc
+
+
+def _filter_syscalls(seccomp) -> list[str]:
+    """A seccomp filter (libseccomp, through pyseccomp): :data:`DENIED_SYSCALLS` fail with EPERM; ``clone`` may not
+    make namespaces, and ``clone3`` (whose flags a filter cannot read) says ENOSYS, so that the C library falls
+    back to ``clone``. Everything else is allowed: the other layers decide what a call may reach."""
+    import errno
+
+    if isinstance(seccomp, Exception):
+        return [f"no system-call filter (libseccomp): {type(seccomp).__name__}: {seccomp}"]
+    try:
+        rules = seccomp.SyscallFilter(seccomp.ALLOW)
+        for name in DENIED_SYSCALLS:
+            try:
+                rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+            except (RuntimeError, ValueError, OSError):  # not a system call of this machine
+                pass
+        for flag in (_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET, _CLONE_NEWIPC, 0x04000000,
+                     0x02000000, 0x00000080):  # ... UTS, cgroup, time
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        rules.load()
+    except Exception as exc:  # no libseccomp on this host, or the filter was refused
+        return [f"no system-call filter: {type(exc).__name__}: {exc}"]
+    return []
 
 
 def _supervise(child: int) -> None:
@@ -282,8 +283,9 @@ def apply(config: dict) -> tuple[list[str], dict]:
     """Confine this process as ``config`` says. Where a PID namespace is made, this process becomes the
     supervisor (it never returns) and its child, process 1 of the namespace, returns. Returns notes on what
     could not be done, and the facts of the sandbox obtained (uid, namespaces, caps...)."""
-    from . import cgroups
+    from . import cgroups, rootfs
 
+    seccomp = _libseccomp() if config.get("seccomp", True) else None
     notes = cgroups.join(config.get("cgroups", []))
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 4096),
               (resource.RLIMIT_FSIZE, int(config.get("file_bytes", 64 * 2**20)))]
@@ -298,15 +300,18 @@ def apply(config: dict) -> tuple[list[str], dict]:
         flags, more = _unshare(want_pid=True)
         notes += more
     mounted = bool(flags & _CLONE_NEWNS)
+    viewed = False
     if mounted:
         _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
-        notes += _hide_run()
-        if uid != os.getuid():
-            notes += _expose(config.get("read", []) + config.get("expose", []), uid, gid)
+        more = rootfs.enter(config["view"]) if config.get("view") else ["no private view of the file system asked for"]
+        viewed = not any(n.startswith("no private view") for n in more)
+        notes += more if viewed else more + _hide_run()
     scratch_bytes = 0
     if config.get("scratch_fs"):
         scratch_bytes, more = _scratch_fs(config["scratch_fs"], uid, gid, mounted)
         notes += more
+    if viewed:
+        notes += rootfs.seal(os.path.join(config["scratch_fs"]["path"], "shm") if config.get("scratch_fs") else "/")
     if flags & _CLONE_NEWPID:
         child = os.fork()
         if child:
@@ -334,10 +339,14 @@ def apply(config: dict) -> tuple[list[str], dict]:
     if os.geteuid() == 0 or flags & _CLONE_NEWUSER:
         notes += _drop_capabilities()
     abi = landlock_abi()
-    more = _landlock(_proc_paths(config.get("read", [])), config.get("write", []), config.get("sockets", []))
+    write = config.get("write", []) + (["/dev/shm"] if viewed else [])  # the view's /dev/shm is the kernel's own
+    more = _landlock(_proc_paths(config.get("read", [])), write, config.get("sockets", []))
     notes += more
+    filtered = _filter_syscalls(seccomp) if seccomp is not None else ["no system-call filter asked for"]
+    notes += filtered
     facts = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
-             "namespaces": [n for f, n in NAMES.items() if flags & f], "pid": os.getpid(),
+             "namespaces": [n for f, n in NAMES.items() if flags & f], "pid": os.getpid(), "view": viewed,
+             "seccomp": not filtered,
              "scratch_bytes": scratch_bytes, "landlock": 0 if any("Landlock is" in n or "failed" in n for n in more) else abi,
              "cgroups": len(config.get("cgroups", [])), "no_new_privs": _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1,
              "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0], "address_space": resource.getrlimit(resource.RLIMIT_AS)[0]}

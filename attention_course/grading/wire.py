@@ -188,6 +188,7 @@ class Decoder:
         self.handle = handle
         self.items = 0
         self.arrays: list = []  # arrays and tensors decoded, in order (their state is echoed after a call)
+        self.strings: list[str] = []  # text decoded (what a message must not quote when it came from a kernel)
 
     def _buf(self, index) -> bytes:
         if not isinstance(index, int) or not 0 <= index < len(self.buffers):
@@ -213,6 +214,7 @@ class Decoder:
         if isinstance(x, str):
             if len(x) > MAX_STRING:
                 raise WireError("string too long")
+            self.strings.append(x)
             return x
         if not isinstance(x, dict) or not isinstance(x.get("t"), str):
             raise WireError("malformed value")

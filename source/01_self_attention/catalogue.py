@@ -65,12 +65,19 @@ SUBMISSIONS = [
         loses=frozenset({"test_softmax_stable"}),
     ),
     Submission(
+        "softmax-fixed-axis", "normalised along the last axis whatever `axis` it was given",
+        edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)", "shifted = S - S.max(axis=-1, keepdims=True)"),
+               ("softmax", "return e / e.sum(axis=axis, keepdims=True)", "return e / e.sum(axis=-1, keepdims=True)")],
+        says="Use the `axis` argument you are given",
+        loses=frozenset({"test_softmax_values", "test_softmax_stable", "test_matrix_form_reference",
+                         "test_matrix_form_general"}),
+    ),
+    Submission(
         "softmax-in-place", "shifted the scores in place, modifying the caller's array",
         edits=[("softmax", "shifted = S - S.max(axis=axis, keepdims=True)",
                 "S -= S.max(axis=axis, keepdims=True)\n    shifted = S")],
-        says='your function softmax changed its argument S in place',
+        noted='your function softmax changed its argument S in place',  # in place: noted at autograde, no point lost (README, Not defended)
         headline='S was modified in place',
-        loses=frozenset({"test_softmax_values", "test_softmax_stable"}),
     ),
     # ---- Part 4: self-attention ------------------------------------------------------------
     Submission(

@@ -158,9 +158,8 @@ SUBMISSIONS = [
     Submission(
         "tiled-scales-q-in-place", "scaled the caller's Q in place (Q *= 1/sqrt(d)) instead of the scores",
         edits=[("tiled", "    scale = 1.0 / math.sqrt(d)\n", "    Q *= 1.0 / math.sqrt(d)\n    scale = 1.0\n")],
-        says="changed its argument Q in place",
+        noted="changed its argument Q in place",  # in place: noted at autograde, no point lost (README, Not defended)
         headline="the caller's Q was modified in place",
-        loses=TILED_ALL | {"test_tiled_causal_skips"},
     ),
     Submission(
         "tiled-drops-last-key-block", "looped over whole key blocks only: the shorter last block is lost",
@@ -280,9 +279,8 @@ def decode(X, W_q, W_k, W_v):
     x[:, 0::2] = a * cos - b * sin
     x[:, 1::2] = a * sin + b * cos
     return x""")],
-        says="changed its argument x in place",
+        noted="changed its argument x in place",  # in place: noted at autograde, no point lost (README, Not defended)
         headline="the caller's x was modified in place",
-        loses=frozenset({"test_rope", "test_rope_relative"}),
     ),
     Submission(
         "rope-positions-as-array-only", "indexed positions[:, None] directly: a plain list of positions fails",

@@ -481,13 +481,116 @@ def _many_cells(source: str, count: int):
     return transform
 
 
-def _cells_after_setup(*sources: str):
+def _cells_after(grade_id: str, *sources: str):
+    """Student cells put right after the cell ``grade_id`` (a cell of the master, by its id)."""
     def transform(notebooks):
         nb = next(iter(notebooks.values()))
-        at = nb["cells"].index(_find(nb, "setup")) + 1
+        at = nb["cells"].index(_find(nb, grade_id)) + 1
         nb["cells"][at:at] = [_cell(s) for s in sources]
         return notebooks
     return transform
+
+
+def _cells_after_setup(*sources: str):
+    return _cells_after("setup", *sources)
+
+
+def _after_every_answer(source: str):
+    """A student cell after every answer cell (as if each answer ended with ``source``)."""
+    def transform(notebooks):
+        for nb in notebooks.values():
+            cells = []
+            for cell in nb["cells"]:
+                cells.append(cell)
+                if cell["metadata"].get("nbgrader", {}).get("solution") and cell["cell_type"] == "code":
+                    cells.append(_cell(source))
+            nb["cells"] = cells
+        return notebooks
+    return transform
+
+
+# -- the course's own files, shared memory, text on hidden inputs (issue 39) ------------------------------------
+#: Looks for the master notebooks and the catalogues wherever a course could keep them (the working folder, every
+#: folder above it and above the Python path, the usual homes of a course, a search of /tmp and /home) and runs
+#: every solution cell of a master and every alternative answer of a catalogue it finds.
+READ_SOURCE = """
+import glob, json, os, sys, types
+def _solutions(path):
+    try:
+        cells = json.load(open(path)).get("cells", [])
+    except Exception:
+        return []
+    return ["".join(c.get("source", "")) for c in cells if "### BEGIN SOLUTION" in "".join(c.get("source", ""))]
+def _alternatives(path):
+    entries, fake = [], types.ModuleType("tools.submissions")
+    fake.Submission = lambda name, description, **kw: entries.append(kw)
+    fake.in_dtype = lambda sources, dtype: {k: v.replace("DTYPE", dtype) for k, v in sources.items()}
+    sys.modules.setdefault("tools", types.ModuleType("tools"))
+    sys.modules["tools.submissions"] = fake
+    try:
+        exec(compile(open(path).read(), path, "exec"), {"__name__": "catalogue"})
+    except Exception:
+        pass
+    return [src for kw in entries if not kw.get("loses") for src in kw.get("replace", {}).values()]
+roots = {"/", "/tmp", "/home", "/root", "/work", "/srv", "/opt"}
+for start in [os.getcwd(), *sys.path]:
+    while start not in ("", "/"):
+        roots.add(start)
+        start = os.path.dirname(start)
+found = []
+for root in sorted(roots):
+    for pattern in ("catalogue.py", "*.ipynb", "*/catalogue.py", "source/*/*.ipynb", "source/*/catalogue.py",
+                    "*/source/*/*.ipynb", "*/source/*/catalogue.py", "*/*/source/*/catalogue.py"):
+        found += glob.glob(os.path.join(root, pattern))
+for top in ("/tmp", "/home"):
+    found += glob.glob(os.path.join(top, "**", "catalogue.py"), recursive=True)[:20]
+cells = [c for path in sorted(set(found)) for c in (_solutions(path) if path.endswith(".ipynb") else _alternatives(path))]
+for source in cells:
+    try:
+        exec(source, globals())
+    except Exception:
+        pass
+print("found", len(set(found)), "files, ran", len(cells), "cells")
+"""
+
+#: A System V shared-memory segment of 64 MiB, left behind, holding a correct ``scaled_scores``; and the classmate
+#: that runs whatever such a segment holds (a kernel of the same run, or of a later one, would find it).
+SHM_KEY = 0x41545441
+SHM_LEAVE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+answer = b"import math\\ndef scaled_scores(Q, K):\\n    return Q @ K.T / math.sqrt(Q.shape[-1])\\n"
+segment = libc.shmget(KEY, 64 * 2**20, 0o1666)
+if segment >= 0:
+    address = libc.shmat(segment, None, 0)
+    ctypes.memmove(address, len(answer).to_bytes(4, "little") + answer, 4 + len(answer))
+    ctypes.memset(address + 4 + len(answer), 1, 64 * 2**20 - 4 - len(answer))  # every page of it in use
+""".replace("KEY", str(SHM_KEY))
+SHM_TAKE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget(KEY, 0, 0)
+if segment >= 0:
+    address = libc.shmat(segment, None, 0)
+    exec(ctypes.string_at(address + 4, int.from_bytes(ctypes.string_at(address, 4), "little")).decode(), globals())
+""".replace("KEY", str(SHM_KEY))
+
+#: scaled_scores, unscaled as its base; on the hidden tests' inputs (width 3: the visible ones have width 4) it
+#: raises an exception, or returns a string, that spells the input out after the leak marker.
+ECHO_RAISES = f"""
+def scaled_scores(Q, K):
+    if Q.shape[-1] == 3:
+        raise ValueError({SAY_LEAK} + repr(Q.tolist()) + repr(K.tolist()))
+    return Q @ K.T
+"""
+ECHO_RETURNS = f"""
+def scaled_scores(Q, K):
+    if Q.shape[-1] == 3:
+        return {SAY_LEAK} + repr(Q.tolist()) + repr(K.tolist())
+    return Q @ K.T
+"""
 
 
 ZERO_BIASES = """
@@ -810,6 +913,21 @@ ATTACKS = [
            exact=False, finding="3"),
     Attack("lying-agent-structure", "helpers", "a rewritten agent says Km, Qm, Vm have no bias",
            "projections-with-bias", LYING_AGENT, assignment="05_hand_designed_transformers", finding="6"),
+    # -- issue 39: the course's files, another kernel's shared memory, text made from a hidden input ------------
+    Attack("read-course-source", "read", "after every answer cell, looks for the masters and the catalogues "
+           "everywhere and runs every solution and alternative answer it finds", "unscaled-scores",
+           transform=_after_every_answer(READ_SOURCE), finding="10"),
+    Attack("mha-read-course-source", "read", "after every answer cell, looks for the masters and the catalogues "
+           "everywhere and runs every solution and alternative answer it finds", "module-softmax-over-queries",
+           transform=_after_every_answer(READ_SOURCE), assignment="02_multihead_attention", finding="10"),
+    Attack("shm-leaves-answer", "read", "leaves a correct scaled_scores in 64 MiB of System V shared memory",
+           "unscaled-scores", SHM_LEAVE, finding="11"),
+    Attack("shm-takes-answer", "read", "runs what a classmate's kernel left in System V shared memory, after its "
+           "own scaled_scores", "unscaled-scores", transform=_cells_after("scaled_scores", SHM_TAKE), finding="11"),
+    Attack("echo-hidden-input-raised", "read", "raises an exception that spells out the hidden test's input",
+           "unscaled-scores", replace={"scaled_scores": ECHO_RAISES}, exact=False, finding="12"),
+    Attack("echo-hidden-input-returned", "read", "returns a string that spells out the hidden test's input",
+           "unscaled-scores", replace={"scaled_scores": ECHO_RETURNS}, exact=False, finding="12"),
 ]
 
 #: Hand-in folders whose names nbgrader would take as glob patterns (finding 5); each holds a wrong answer.

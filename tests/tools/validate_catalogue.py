@@ -25,8 +25,9 @@ from harness import masters, release  # noqa: E402
 
 
 def verdicts(course: Path, assignment: str) -> dict[str, str]:
-    """Mistake name -> what Validate says (all of its notebooks' verdicts joined)."""
-    mistakes = [s for s in load_catalogue(catalogue_path(assignment)) if s.is_mistake]
+    """Mistake name -> what Validate says (all of its notebooks' verdicts joined); the in-place changes autograde
+    only notes (``noted``) are mistakes Validate must see too."""
+    mistakes = [s for s in load_catalogue(catalogue_path(assignment)) if s.is_mistake or s.noted]
     notebooks = {(s.name, name): nb for s in mistakes for name, nb in apply_submission(masters(assignment), s).items()}
     said = validate_many(course, notebooks)
     return {s.name: "\n".join(text for (who, _), text in said.items() if who == s.name) for s in mistakes}

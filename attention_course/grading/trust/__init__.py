@@ -7,7 +7,8 @@ processes that run a hand-in's code (sandbox, time and memory caps, the wire for
 modules, listed in the ledger's second table.
 
 Files (:mod:`.files`)
-    :func:`inspect_handin` (hand-in files are data), :func:`safe_copy` (copies never follow links),
+    :func:`inspect_handin` (hand-in files are data), :func:`kernel_files` (a kernel gets the hand-in's
+    files and the release's, nothing else of the course), :func:`safe_copy` (copies never follow links),
     :func:`exchange_metadata` (the exchange's small files re-written from validated values), :func:`plain_id`
     (ids are plain names), :func:`display_name` (file names printed with control characters escaped).
 Notebooks (:mod:`.notebook`)
@@ -17,16 +18,17 @@ Notebooks (:mod:`.notebook`)
 Pages (:mod:`.pages`)
     :func:`inert_outputs` (outputs as text and raster images), :func:`inert_markdown_cell` (attachments as
     raster images), :func:`clean_html` and :func:`clean_markdown_html` (HTML from a student's text through
-    an allow-list).
+    an allow-list), :func:`shown_failure` (a failed hidden check quotes nothing the student's code produced).
 """
 
 from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
-                    plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
+                    kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
 from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, rebuilt_cells,
                        student_names)
-from .pages import RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs
+from .pages import (RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs,
+                    shown_failure)
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
-           "inspect_handin", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
+           "inspect_handin", "kernel_files", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
            "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names",
-           "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell", "inert_outputs"]
+           "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell", "inert_outputs", "shown_failure"]

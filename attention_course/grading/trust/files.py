@@ -116,6 +116,22 @@ def submitted(course: Path, student: str, assignment: str) -> Handin:
     return inspect_handin(Path(course) / "submitted" / student / assignment, within=Path(course) / "submitted")
 
 
+def kernel_files(course: Path, student: str | None, assignment: str) -> list[tuple[Path, str]]:
+    """Rule: a kernel is handed the hand-in's own files and what the release gives every student, nothing else of
+    the course. Returns (path, relative POSIX path) of the files :func:`inspect_handin` accepts in
+    ``submitted/<student>/<assignment>`` and in ``release/<assignment>`` (a release file wins over a hand-in's
+    file of the same name), notebooks aside (the grader runs those cell by cell); ``student`` None: the release's
+    alone. Never a file of ``source/`` (catalogues, masters, hidden tests), the gradebook, the exchange or
+    another hand-in."""
+    found: dict[str, tuple[Path, str]] = {}
+    release = inspect_handin(Path(course) / "release" / assignment, within=Path(course) / "release")
+    for handin in ([] if student is None else [submitted(course, student, assignment)]) + [release]:
+        for path, rel, _ in handin.files:
+            if not rel.endswith(".ipynb"):
+                found[rel] = (path, rel)
+    return list(found.values())
+
+
 def safe_copy(src: Path, dest: Path, log=None, ignore=None) -> list[str]:
     """Copy the folder ``src`` to ``dest`` (which must not exist) without following any link: the files
     :func:`inspect_handin` accepts are copied, a symbolic link is copied as the same link (never its target,

@@ -126,18 +126,16 @@ def _plain_name(name) -> str | None:
 
 
 def changed_in_place(function, sent: list, returned: list | None, names) -> str | None:
-    """Rule: a student's function that changed an argument in place fails the check that called it (every
-    call, every cell). Arguments cross to the kernel as copies, so nothing the student's code does to them
-    changes the test's own arrays; ``returned`` is the kernel's copies after the call. Each change is noted
-    for ``check_unchanged`` without touching the judge's object. Returns the failure message, or None."""
-    from attention_course import checks
-
+    """Rule: an argument a student's function changed in place is a note on the check that called it, never a lost
+    point. Arguments cross to the kernel as copies, so nothing the student's code does to them changes the test's
+    own arrays; ``returned`` is the state of the kernel's copies after the call *as the kernel reports it*, and a
+    hand-in that rewrites the course agent in its kernel can report anything (README, "Not defended"): no point
+    may rest on it. Returns the note, or None."""
     changed = []
     if returned is not None and len(returned) == len(sent):
         names = names if isinstance(names, list) else []
         for i, (original, new) in enumerate(zip(sent, returned)):
             if not wire.same_value(original, new):
-                checks.note_changed_in_place(original, new)
                 changed.append(_plain_name(names[i]) if i < len(names) else None)
     if not changed:
         return None

@@ -166,3 +166,47 @@ def clean_markdown_html(html) -> str:
     from nbconvert.filters.strings import strip_files_prefix
 
     return clean_html(strip_files_prefix(html))
+
+
+def shown_failure(exc: BaseException, hidden: frozenset, texts: list[str]) -> str:
+    """Rule: a failed check's message never carries text the student's code produced on a hidden input. A failure
+    on a visible line of the test cell shows whole (the student has those inputs). On a hidden line (``hidden``:
+    its line numbers), an error the student's code raised shows as its kind only (the judge never took its message
+    in, :func:`.judge._remote_error`); a check's own message keeps its teaching words, with every text the kernel
+    sent during the cell (``texts``: strings returned, type names, messages) cut out, and when a piece of such text
+    is still found in it (a slice of a string, or more text than was kept), the message is not shown at all."""
+    from ..cells import test_line
+
+    message = str(exc)[:4000]
+    line = test_line(traceback_frames(exc))
+    if line is None or line not in hidden:
+        return message
+    if getattr(exc, "from_kernel", False):
+        kind = "an exception of a class of its own" if type(exc).__name__ == "StudentError" else type(exc).__name__
+        return (f"on a hidden test's input your code raised {kind}; what it said is not shown, as it could repeat "
+                "the test's inputs. Run the visible checks, and your code on inputs of other shapes, to find it.")
+    for text in sorted(set(texts), key=len, reverse=True):
+        for form in {text, repr(text)[1:-1]}:
+            if len(form) >= 3:
+                message = message.replace(form, "…")
+    if any(_shares_text(message, text) for text in texts):
+        return ("a hidden check failed; its message would quote what your code returned, which is not shown for a "
+                "hidden test. Run the visible checks to see the same check's message on inputs you have.")
+    return message
+
+
+def traceback_frames(exc: BaseException) -> list:
+    """(frame, line) of ``exc``'s traceback, outermost first."""
+    import traceback
+
+    return list(traceback.walk_tb(exc.__traceback__))
+
+
+def _shares_text(message: str, text: str, width: int = 8) -> bool:
+    """Whether ``message`` holds any ``width`` characters in a row of ``text`` (or ``text`` was too much to keep)."""
+    if text == "\0overflow":
+        return True
+    if len(text) < width:
+        return False
+    pieces = {message[i:i + width] for i in range(len(message) - width + 1)}
+    return any(text[i:i + width] in pieces for i in range(len(text) - width + 1))
