@@ -5,7 +5,8 @@ within its memory cap; a master whose setup cell reads a file of the course fold
 kernel never does (as with a kernel that cannot read the course package, the master's own cell fails in every
 kernel); kernels that cannot start in their memory cap (the kernel's own last words name the cause). Each class
 holds the complete answer and the untouched release. Every hand-in must be reported NOT GRADED with the cause in
-one line (the exception and where), the run must exit non-zero, and the gradebook must hold no score for anyone (the grade table says "not graded", the Canvas export leaves it blank).
+one line (the exception and where), the run must exit non-zero, and the gradebook must hold no score for anyone
+(the grade table says "not graded", the Canvas export leaves it blank).
 The hostile hand-in that breaks a locked cell with its own files (``extra-files``, a numpy.py beside the
 notebook) is graded as usual in test_security: a locked cell failing because of the student is the student's.
 """
