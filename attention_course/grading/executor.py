@@ -31,15 +31,12 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-#: The metadata that marks a note the grader added to a test cell (kept in feedback: :class:`.HideHiddenTests`).
-NOTE = "attention_course_note"
-
-
 def note(notes: list[str]) -> NotebookNode:
-    """A note on a test cell that costs no points (nbgrader gives full credit for display data)."""
+    """A note on a test cell that costs no points (nbgrader gives full credit for display data), flagged
+    :data:`.trust.GRADER_NOTE` so that feedback keeps it (:class:`.HideHiddenTests`)."""
     text = "Note: " + " ".join(notes) + (" This costs no points here: the grader learns of it only from your own "
                                          "kernel. Validate's checks fail on it; fix it.")
-    return NotebookNode(output_type="display_data", data={"text/plain": text}, metadata={NOTE: True})
+    return NotebookNode(output_type="display_data", data={"text/plain": text}, metadata={trust.GRADER_NOTE: True})
 
 
 class EnvironmentFault(RuntimeError):

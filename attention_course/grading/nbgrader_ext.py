@@ -30,7 +30,6 @@ from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
 from . import nbgrader_patches, trust
-from .executor import NOTE
 from .cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, quiet_docstring, replace_blocks, uncomment
 
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
@@ -112,7 +111,8 @@ class HideHiddenTests(NbGraderPreprocessor):
                 message = _ANSI.sub("", f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
                 output["traceback"] = [message]
                 kept.append(output)
-            elif output.get("metadata", {}).get(NOTE):  # the grader's note on the cell (an argument changed in place)
+            elif output.get("output_type") == "display_data" and output.get("metadata", {}).get(trust.GRADER_NOTE) is True:
+                # the grader's note on the cell (an argument changed in place)
                 kept.extend(trust.inert_outputs([output]))
         cell.outputs = kept
         return cell, resources

@@ -25,10 +25,11 @@ from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_n
                     kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
 from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, rebuilt_cells,
                        student_names)
-from .pages import (RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs,
-                    shown_failure)
+from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell,
+                    inert_outputs, shown_failure)
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
            "inspect_handin", "kernel_files", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
            "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names",
-           "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell", "inert_outputs", "shown_failure"]
+           "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell",
+           "inert_outputs", "shown_failure"]

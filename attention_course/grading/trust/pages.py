@@ -7,6 +7,8 @@ import re
 
 #: Outputs of a hand-in are shown as text and as these raster images; nothing else is rendered.
 RASTER = ("image/png", "image/jpeg", "image/gif")
+#: The metadata flag of a note the grader puts on a test cell (kept through :func:`inert_outputs`: a boolean).
+GRADER_NOTE = "attention_course_note"
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 
@@ -30,7 +32,8 @@ def inert_outputs(outputs) -> list:
     """Rule: outputs that came from a hand-in are shown inert. Streams and errors stay text; display data keeps
     ``text/plain`` and base64 raster images (with at most a numeric width and height and a plain-text ``alt``);
     HTML, SVG, JavaScript, Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing
-    else is left."""
+    else is left. A display's :data:`GRADER_NOTE` flag is kept as ``True`` (it matters only on a test cell, whose
+    outputs only the grader writes)."""
     from nbformat import NotebookNode
 
     kept = []
@@ -64,6 +67,8 @@ def inert_outputs(outputs) -> list:
             elif not shown and data:
                 shown["text/plain"] = (f"[output of type {', '.join(sorted(map(str, data)))} not shown: pages show "
                                        "text and images only]")
+            if meta.get(GRADER_NOTE) is True:
+                sizes[GRADER_NOTE] = True
             node = NotebookNode(output_type=kind, data=NotebookNode(shown), metadata=NotebookNode(sizes))
             if kind == "execute_result":
                 count = out.get("execution_count")
