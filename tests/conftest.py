@@ -96,7 +96,8 @@ def grader_user():
 def the_class(tmp_path_factory):
     """Every catalogued assignment's catalogue and every hostile hand-in, graded once per session in one run."""
     A = adversarial.ASSIGNMENT
-    globs = {A: {gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS}}
+    globs = {A: {**{gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS},
+                 "blank-reads-source": adversarial.BLANK_READS_SOURCE}}
     return build_class(tmp_path_factory.mktemp("class"), GRADED, ATTACKS, globs, adversarial.LINKED_FOLDERS)
 
 

@@ -166,6 +166,17 @@ def new_course(tmp: Path, assignments: list[str]) -> Path:
     return scratch_course(tmp, assignments)
 
 
+def released_course(tmp: Path, assignments: list[str]) -> Path:
+    """:func:`new_course` with the repository's own release of the assignments copied in (test_release proves it is
+    what ``generate_assignment`` makes): for the tests that only need students' notebooks, without nbgrader's run."""
+    import shutil
+
+    course = new_course(tmp, assignments)
+    for a in assignments:
+        shutil.copytree(ROOT / "release" / a, course / "release" / a)
+    return course
+
+
 @dataclass
 class GradedClass:
     """One assignment released, submitted by a whole synthetic class, autograded and given feedback."""

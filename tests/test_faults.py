@@ -19,7 +19,7 @@ from attention_course.grading.autograde import failure_cause, notable_lines
 from attention_course.grading.course import NOT_GRADED, autograded, canvas_table, gradebook_url, score_table
 from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
 
-from harness import course_autograde, new_course, read_scores, release
+from harness import course_autograde, read_scores, released_course
 
 A = "01_self_attention"
 #: A line the master's setup cell gets in the "kernel" course: a file of the course folder (the judge runs in it).
@@ -37,7 +37,7 @@ BROKEN = {
 @pytest.fixture(scope="module", params=sorted(BROKEN))
 def broken(request, tmp_path_factory):
     config, cause = BROKEN[request.param]
-    course = new_course(tmp_path_factory.mktemp(request.param), [A])
+    course = released_course(tmp_path_factory.mktemp(request.param), [A])
     with open(course / "nbgrader_config.py", "a") as f:
         f.write("\n" + config)
     if request.param == "kernel":
@@ -46,9 +46,8 @@ def broken(request, tmp_path_factory):
         setup = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "setup")
         setup["source"] = "".join(setup["source"]) + "\n" + READS_COURSE
         write_notebook(nb, master)
-    release(course, [A])
     write_class(course, A, {"complete": COMPLETE, "blank": BLANK})
-    return course, cause, course_autograde(course, check=False)
+    return course, cause, course_autograde(course, "-j", "1", check=False)
 
 
 def test_every_hand_in_is_reported_not_graded_with_its_cause(broken):
@@ -93,14 +92,13 @@ def test_a_missing_layer_stops_grading_until_it_is_accepted(tmp_path):
 
     if os.geteuid() != 0:
         pytest.skip("kernels run as root only for a root grader")
-    course = new_course(tmp_path, [A])
+    course = released_course(tmp_path, [A])
     with open(course / "nbgrader_config.py", "a") as f:
         f.write("\nc.JudgedExecute.kernel_uid_base = 0\n")
-    release(course, [A])
     write_class(course, A, {"blank": BLANK})
     refused = course_autograde(course, check=False)
     assert refused.returncode != 0 and "Not grading: the sandbox lacks user" in refused.stderr, refused.stderr[-2000:]
     assert "a hand-in runs as root" in refused.stderr and "ACCEPT=user" in refused.stderr, refused.stderr[-2000:]
     assert not (course / "autograded").exists() or not any((course / "autograded").iterdir())
-    accepted = course_autograde(course, "--accept-missing", "user", check=False)
+    accepted = course_autograde(course, "--accept-missing", "user", "-j", "1", check=False)
     assert accepted.returncode == 0 and "Graded 1" in accepted.stderr, accepted.stderr[-2000:]

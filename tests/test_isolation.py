@@ -16,7 +16,6 @@ The sandbox attacks of test_sandbox.py run as the same user; this shows the wall
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import pwd
@@ -33,7 +32,7 @@ from attention_course.grading import doctor
 from attention_course.grading.course import ROOT
 from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
 
-from harness import feedback, feedback_text, new_course, read_scores, release, sysv_shared_memory
+from harness import feedback, feedback_text, read_scores, released_course, sysv_shared_memory
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 import adversarial  # noqa: E402
@@ -103,16 +102,14 @@ def user_class(grader_user, tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("creating a grader user needs root")
     home = Path(pwd.getpwuid(grader_user).pw_dir)
-    course = new_course(home, [A])
-    release(course, [A])
+    course = released_course(home, [A])
     masters = {"complete": COMPLETE, "blank": BLANK}
     attacks = {a.name: a for a in adversarial.ATTACKS}
     chosen = ["shm-leaves-answer", "shm-takes-answer", "echo-hidden-input-raised"]
     write_class(course, A, {**masters, "unscaled-scores": adversarial.BASE["unscaled-scores"],
                             **{name: attacks[name].submission() for name in chosen}})
     released = read_notebook(course / "release" / A / NOTEBOOK)
-    reads = adversarial._after_every_answer(adversarial.READ_SOURCE)({NOTEBOOK: json.loads(json.dumps(released))})
-    write_notebook(reads[NOTEBOOK], course / "submitted" / "blank-reads-source" / A / NOTEBOOK)
+    write_class(course, A, {"blank-reads-source": adversarial.BLANK_READS_SOURCE})
     tmux = f"/tmp/tmux-{grader_user}/default"
     shutil.rmtree(os.path.dirname(tmux), ignore_errors=True)
     targets = [home, course, course / "gradebook.db", course / "source", course / "source" / A,
@@ -132,7 +129,7 @@ def user_class(grader_user, tmp_path_factory):
     cmd = [sys.executable, str(TOOLS / "as_user.py"), "--user", str(grader_user), ":".join(reach), "--", "env",
            f"HOME={home}", f"TMPDIR={tmp}", f"PATH={Path(sys.executable).parent}:/usr/bin:/bin",
            "PYTHONDONTWRITEBYTECODE=1", sys.executable, "-m", "attention_course.grading", "--course", str(course),
-           "autograde"]
+           "autograde", "-j", "1"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     shm_after = sysv_shared_memory()
     knock.sock.close()

@@ -112,6 +112,14 @@ def test_time_and_memory_stay_within_limits(the_class):
     assert 0 < peak <= GRADER_RSS_BOUND, f"a grading process reached {peak / 2**30:.2f} GiB: {who!r}"
 
 
+def test_a_blank_that_runs_the_courses_solutions_scores_what_the_blank_scores(hostile, graded):
+    """The red team's hand-in: the untouched release whose answer cells look for the masters and the catalogues
+    (by name and by search) and run every solution they find. A kernel is given its hand-in and the release, and
+    sees nothing else of the course (trust.kernel_files, rootfs): it finds nothing."""
+    got = auto_cells(hostile(A)["scores"]["blank-reads-source"])
+    assert got == auto_cells(graded(A).scores["blank"]), got
+
+
 def test_kernels_leave_no_shared_memory_on_the_host(the_class):
     """A hand-in left 64 MiB of System V shared memory for a classmate to take (shm-leaves-answer): each kernel has
     an IPC namespace of its own, so the classmate found nothing (its cells score as its wrong answer's, in

@@ -54,6 +54,7 @@ class Submission:
     noted: str = ""
     transform: object = None
     files: dict = field(default_factory=dict)
+    base: str = ""  # BLANK: the untouched release, not the master, is what the edits and the transform change
 
     @property
     def is_mistake(self) -> bool:
@@ -161,7 +162,8 @@ def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
 
     ``roster`` maps a student id to a :class:`Submission`, or to ``COMPLETE``
     (the reference solution) or ``BLANK`` (the release as students receive it,
-    so the release must exist). Returns the student ids written.
+    so the release must exist), or to a :class:`Submission` whose ``base`` is ``BLANK`` (its ``transform`` applied
+    to the release). Returns the student ids written.
     """
     source, release = course / "source" / assignment, course / "release" / assignment
     masters = {p.name: read_notebook(p) for p in sorted(source.glob("*.ipynb"))}
@@ -170,7 +172,7 @@ def write_class(course: Path, assignment: str, roster: dict) -> list[str]:
     for student, what in roster.items():
         if what == COMPLETE:
             notebooks = {name: solved_notebook(nb) for name, nb in masters.items()}
-        elif what == BLANK:
+        elif what == BLANK or getattr(what, "base", None) == BLANK:
             notebooks = {name: read_notebook(release / name) for name in masters}
         else:
             notebooks = apply_submission(masters, what)

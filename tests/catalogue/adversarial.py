@@ -930,6 +930,11 @@ ATTACKS = [
            "unscaled-scores", replace={"scaled_scores": ECHO_RETURNS}, exact=False, finding="12"),
 ]
 
+#: The untouched release whose every answer cell runs whatever solutions it can find in the course (finding 10, as the
+#: red team handed it in): it must score exactly what the untouched release scores.
+BLANK_READS_SOURCE = Submission("blank-reads-source", "the untouched release, every answer cell running the course's "
+                                "solutions it finds", transform=_after_every_answer(READ_SOURCE), base="blank")
+
 #: Hand-in folders whose names nbgrader would take as glob patterns (finding 5); each holds a wrong answer.
 GLOB_IDS = ["*", "[a-f]*"]
 #: Hand-in folders that are links (finding 8): an assignment folder to a classmate's, a student folder to one.
