@@ -83,6 +83,10 @@ c.GenerateAssignment.preprocessors = [
 ]
 # Solutions may be published after the deadline: they run the visible tests
 # only, and never show the hidden ones.
+# nbgrader's own execution (solutions, Validate) waits at most 4 s, by default, for a cell's last output after its
+# reply; a cell that trains a model on a busy machine (make solutions while a class is graded) takes longer, and
+# the whole notebook would fail. The course's cells have their own time limit.
+c.Execute.iopub_timeout = 30
 c.GenerateSolution.preprocessors = [
     IncludeHeaderFooter,
     LockCells,

@@ -33,7 +33,9 @@ LONG_MODULES = ["test_release.py",  # ~355 s
                 "test_parallel.py",  # ~335 s
                 "test_browser.py",  # ~140 s
                 "test_sandbox.py",  # ~70 s
+                "test_faults.py",  # ~60 s
                 "test_browser_inert.py",  # ~50 s
+                "test_isolation.py",  # ~35 s
                 "test_exchange.py"]  # ~30 s
 
 

@@ -357,4 +357,4 @@ def test_a_hidden_check_quotes_nothing_the_students_code_said(tmp_path, monkeypa
     assert "raised ValueError" in kept["echo_value_error"] and "Return an array." in kept["echo_value_error"], kept
     bare = judged(tmp_path, monkeypatch, {"echo_value_error": echo_value_error},
                   "### BEGIN HIDDEN TESTS\n{f}(np.array([%s]))\n### END HIDDEN TESTS" % SECRET)
-    assert bare["echo_value_error"].startswith("on a hidden test's input your code raised ValueError"), bare
+    assert bare["echo_value_error"].startswith("raised by your code on a hidden test's input"), bare

@@ -98,6 +98,7 @@ class JudgedExecute(NbGraderPreprocessor):
                        trust.kernel_files(course, info.get("student", ""), info.get("assignment", ""))]
         self._release = [(path, Path(rel)) for path, rel in trust.kernel_files(course, None, info.get("assignment", ""))]
         self._locked_run: list[tuple[str, str]] = []  # the master's locked cells the kernel has run, in order
+        self._controlled = 0  # how many of them a control kernel has run without a fault (once is enough)
         self._restarts = 0
         self._history: list[str] = []
         self._deadline = time.monotonic() + self.notebook_timeout
@@ -232,7 +233,10 @@ class JudgedExecute(NbGraderPreprocessor):
         """A locked cell of the master failed in the student's kernel: run the master's locked cells up to it in a
         new kernel with the release's files and none of the student's. If it fails there too, the fault is the
         grader's (an import, a permission, a missing file): :class:`EnvironmentFault`. If not, the student's code
-        broke it, and the hand-in is graded as it ran."""
+        broke it, and the hand-in is graded as it ran. Each locked cell is run in a control kernel once per notebook
+        at most, however often the student's kernel breaks it."""
+        if len(self._locked_run) <= self._controlled:
+            return
         try:
             control = Kernel(self.settings(), self.log)
         except Exception as exc:
@@ -246,6 +250,7 @@ class JudgedExecute(NbGraderPreprocessor):
                                   if o.get("output_type") == "error"), f"the kernel {status}")
                     raise EnvironmentFault(f"the master's locked cell {grade_id!r} fails in a kernel without the "
                                            f"student's code: {error}")
+            self._controlled = len(self._locked_run)
         finally:
             control.close()
 

@@ -186,9 +186,9 @@ def shown_failure(exc: BaseException, hidden: frozenset, texts: list[str]) -> st
     line = test_line(traceback_frames(exc))
     if line is None or line not in hidden:
         return message
-    if getattr(exc, "from_kernel", False):
-        kind = "an exception of a class of its own" if type(exc).__name__ == "StudentError" else type(exc).__name__
-        return (f"on a hidden test's input your code raised {kind}; what it said is not shown, as it could repeat "
+    if getattr(exc, "from_kernel", False):  # shown after the error's name: "ValueError: raised by your code ..."
+        kind = "an exception of a class of your own, " if type(exc).__name__ == "StudentError" else ""
+        return (f"{kind}raised by your code on a hidden test's input; its message is not shown, as it could repeat "
                 "the test's inputs. Run the visible checks, and your code on inputs of other shapes, to find it.")
     for text in sorted(set(texts), key=len, reverse=True):
         for form in {text, repr(text)[1:-1]}:
