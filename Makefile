@@ -65,11 +65,11 @@ report: $(STAMP) ## Score histograms, per-check pass rates and the similarity of
 similarity: $(STAMP) ## Which hand-ins share their code: pairs ranked, side by side (report/similarity/<id>.html, .json; A=<id>) (~2 s)
 	$(BIN)/python -m attention_course.grading similarity $(A)
 
-check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (~1 min)
+check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (1 to 2 min)
 	$(BIN)/ruff check attention_course tools tests nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~10 min)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~11 min; docs/testing.md)
 	$(BIN)/python -m pytest -q -n 3
 
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)

@@ -5,8 +5,8 @@ Stock ``nbgrader autograde`` grades it one assignment and one student after anot
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
 real PostgreSQL server on loopback takes the gradebook, with several workers writing at once, and a
-real Dask scheduler with two workers on loopback grades the class without sharing a folder, also when
-one of them is killed mid-run.
+real Dask scheduler with two workers on loopback grades the class into it without sharing a folder, and
+into SQLite when one of the workers is killed mid-run.
 """
 
 from __future__ import annotations
@@ -93,49 +93,42 @@ def test_course_command_writes_the_same_grades_and_skips_unchanged_work(demo):
     assert {s: v for s, v in after[a].items() if s != "ada"} == {s: v for s, v in stock[a].items() if s != "ada"}
 
 
-def test_postgresql_gradebook_with_several_workers_local_and_on_dask(demo, tmp_path):
+@pytest.fixture(scope="module")
+def postgres():
+    """A real PostgreSQL server on loopback for this file's gradebooks (required on CI; skipped elsewhere
+    without one)."""
     bindir = server_bin()
     if bindir is None:
         if os.environ.get("CI"):
             pytest.fail(HOW_TO_ENABLE)
+        yield None
+        return
+    server = PostgresServer(bindir).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_postgresql_gradebook_with_several_workers(demo, postgres, tmp_path):
+    if postgres is None:
         pytest.skip(HOW_TO_ENABLE)
     course, stock = demo
     pg_course = tmp_path / "course"
     shutil.copytree(course, pg_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
                                                                      "submitted"))
     shutil.copytree(course.parent / "submitted-as-handed-in", pg_course / "submitted")
-    server = PostgresServer(bindir).start()
-    try:
-        url = server.create_database("gradebook")
-        release(pg_course, ASSIGNMENTS, url)
-        run = course_autograde(pg_course, "--workers", "3", "--db", url)
-        assert f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
-        assert not differences(all_scores(pg_course, url), stock), "\n".join(differences(all_scores(pg_course, url),
-                                                                                     stock))
-        assert not (pg_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
-        header, rows = score_table(url, ASSIGNMENTS, pg_course)
-        assert len(rows) == len(STUDENTS) and header[0] == "student"
-        again = course_autograde(pg_course, "--db", url)
-        assert "Nothing to grade" in again.stderr, again.stderr[-3000:]
-
-        # Dask workers with a PostgreSQL gradebook: the client is its only writer (two assignments, a database
-        # that holds none of them yet: the course command registers them first)
-        some = ASSIGNMENTS[:2]
-        dask_course = tmp_path / "dask-course"
-        shutil.copytree(pg_course, dask_course, ignore=shutil.ignore_patterns("autograded", "feedback", "submitted"))
-        for a in some:
-            for folder in (course.parent / "submitted-as-handed-in").glob(f"*/{a}"):
-                shutil.copytree(folder, dask_course / "submitted" / folder.parent.name / a)
-        dask_url = server.create_database("gradebook_dask")
-        with LoopbackCluster(tmp_path / "cluster", workers=2) as cluster:
-            run = course_autograde(dask_course, *some, "--scheduler", cluster.address, "--db", dask_url)
-        total = sum(len(stock[a]) for a in some)
-        assert f"Graded {total}, skipped 0 unchanged, failed 0" in run.stderr, run.stderr[-3000:]
-        got = {a: read_scores(dask_course, a, dask_url) for a in some}
-        assert not differences(got, {a: stock[a] for a in some}), "\n".join(differences(got, stock))
-        assert not (dask_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
-    finally:
-        server.stop()
+    url = postgres.create_database("gradebook")
+    release(pg_course, ASSIGNMENTS, url)
+    run = course_autograde(pg_course, "--workers", "3", "--db", url)
+    assert f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
+    assert not differences(all_scores(pg_course, url), stock), "\n".join(differences(all_scores(pg_course, url),
+                                                                                 stock))
+    assert not (pg_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
+    header, rows = score_table(url, ASSIGNMENTS, pg_course)
+    assert len(rows) == len(STUDENTS) and header[0] == "student"
+    again = course_autograde(pg_course, "--db", url)
+    assert "Nothing to grade" in again.stderr, again.stderr[-3000:]
 
 
 def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out_of_feedback(tmp_path):
@@ -163,26 +156,31 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
 
 
 # -- Dask: a real scheduler and workers on loopback, each worker in its own empty folder ------------------
-def test_dask_workers_without_a_shared_folder_grade_like_local(demo, tmp_path):
-    """The demo class graded through a real Dask scheduler and two workers on loopback: every per-cell grade
-    equals local grading, the course's own folders are never touched by the workers (they grade in their own
-    empty folders), and a second run skips everything."""
+def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, tmp_path):
+    """The demo class graded through a real Dask scheduler and two workers on loopback, into a PostgreSQL
+    gradebook that holds none of the assignments yet (the course command registers them first; the client is the
+    gradebook's only writer): every per-cell grade equals local grading, the course's own folders are never touched
+    by the workers (they grade in their own empty folders), and a second run skips everything. (The killed worker
+    below grades into SQLite.)"""
     course, stock = demo
     dask_course = tmp_path / "course"
     shutil.copytree(course, dask_course, ignore=shutil.ignore_patterns("gradebook.db", "autograded", "feedback",
                                                                        "submitted"))
     shutil.copytree(course.parent / "submitted-as-handed-in", dask_course / "submitted")
+    db = ("--db", postgres.create_database("gradebook_dask")) if postgres else ()
     cluster = LoopbackCluster(tmp_path / "cluster", workers=2)
     try:
-        run = course_autograde(dask_course, "--scheduler", cluster.address)
+        run = course_autograde(dask_course, "--scheduler", cluster.address, *db)
         assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
         assert f"{HANDINS}/{HANDINS}" in run.stderr and "ETA" in run.stderr
-        assert not differences(all_scores(dask_course), stock), "\n".join(differences(all_scores(dask_course), stock))
+        got = all_scores(dask_course, *db[1:])
+        assert not differences(got, stock), "\n".join(differences(got, stock))
+        assert not db or not (dask_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
         used = {m for m in re.findall(r"s, (tcp://[\d.:]+)\)", run.stderr)}
         assert len(used) == 2, f"both workers should have graded: {used}"
         for home in cluster.workers:  # each worker graded in a scratch course of its own folder
             assert list(home.rglob("attention-course/source/*/*.ipynb")), f"{home} holds no scratch course"
-        again = course_autograde(dask_course, "--scheduler", cluster.address)
+        again = course_autograde(dask_course, "--scheduler", cluster.address, *db)
         assert f"Skipping {HANDINS} submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
     finally:
         cluster.stop()
