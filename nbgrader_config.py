@@ -87,6 +87,9 @@ c.GenerateAssignment.preprocessors = [
 # reply; a cell that trains a model on a busy machine (make solutions while a class is graded) takes longer, and
 # the whole notebook would fail. The course's cells have their own time limit.
 c.Execute.iopub_timeout = 30
+# and at most 30 s, by default, for a cell to finish: assignment 5's full training (about 9 s alone) took longer
+# when generated beside a graded class on two cores, and its solutions lost the trained figure.
+c.Execute.timeout = 300
 c.GenerateSolution.preprocessors = [
     IncludeHeaderFooter,
     LockCells,

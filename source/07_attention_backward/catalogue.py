@@ -192,6 +192,31 @@ SUBMISSIONS = [
         says="overflowing exp()",
         loses=frozenset({"test_attention_backward_mask"}),
     ),
+    Submission(
+        "backward-mask-fill-finite", "masked the scores with -1e4 instead of -inf: where the allowed scores are lower "
+        "still, the masked keys take the weight",
+        edits=[("backward", "S = np.where(mask, S, -np.inf)", "S = np.where(mask, S, -1e4)")],
+        says="filled with a finite number",
+        loses=frozenset({"test_attention_backward_mask"}),
+    ),
+    Submission(
+        "backward-max-before-mask", "took the row maximum of the scores before masking them: 0/0 once a masked "
+        "score is some 745 above the allowed ones",
+        edits=[("backward", "S = Q @ K.T * scale\n", "S = Q @ K.T * scale\n    top = S.max(axis=1, keepdims=True)\n"),
+               ("backward", "P = np.exp(S - S.max(axis=1, keepdims=True))", "P = np.exp(S - top)")],
+        says="the row maximum is taken before masking",
+        loses=frozenset({"test_attention_backward_mask"}),
+    ),
+    Submission(
+        "backward-zeroed-after-exp", "zeroed the masked weights after exp() instead of masking the scores: inf * 0 "
+        "where a masked score is large",
+        edits=[("backward", "    if mask is not None:\n        S = np.where(mask, S, -np.inf)\n"
+                "    P = np.exp(S - S.max(axis=1, keepdims=True))\n",
+                "    seen = np.ones(S.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)\n"
+                "    P = np.exp(S - np.where(seen, S, -np.inf).max(axis=1, keepdims=True)) * seen\n")],
+        says="zeroed after exp()",
+        loses=frozenset({"test_attention_backward_mask"}),
+    ),
     # ---- Part 2: FlashAttention-2's backward pass ---------------------------------------------
     Submission(
         "flash-lse-without-max", "saved log(l) as the logsumexp, forgetting the running maximum",
@@ -249,8 +274,30 @@ SUBMISSIONS = [
         "flash-drops-last-key-block", "looped over whole key blocks only in the backward pass: the shorter last one is lost",
         edits=[("flash", "for ks in range(0, L_k, block_k):  # key blocks outside",
                 "for ks in range(0, L_k - block_k + 1, block_k):  # key blocks outside")],
-        says="the last, shorter key block get no gradient",
+        says="the last, shorter key block",
         loses=FLASH_BACKWARD_ALL,
+    ),
+    Submission(
+        "flash-exp-over-exp-lse", "recomputed P as exp(S) / exp(lse): inf / inf above scores of 709, 0 / 0 below -745",
+        edits=[("flash", "P = np.exp(S - lse[qs:qe, None])", "P = np.exp(S) / np.exp(lse[qs:qe, None])")],
+        says="exp() of a raw score overflows",
+        loses=frozenset({"test_flash_backward_causal"}),
+    ),
+    Submission(
+        "flash-causal-zeroed-after-exp", "zeroed the causal entries of P after exp() instead of masking the scores",
+        edits=[("flash", "            if causal:\n                S = np.where(np.arange(ks, ke)[None, :] <= "
+                "np.arange(qs, qe)[:, None], S, -np.inf)\n            P = np.exp(S - lse[qs:qe, None])\n",
+                "            P = np.exp(S - lse[qs:qe, None])\n            if causal:\n"
+                "                P = P * (np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None])\n")],
+        says="zeroed after exp()",
+        loses=frozenset({"test_flash_backward_causal"}),
+    ),
+    Submission(
+        "flash-causal-fill-finite", "masked the causal scores with -1e4 instead of -inf in the backward pass",
+        edits=[("flash", "S, -np.inf)\n            P = np.exp(S - lse[qs:qe, None])",
+                "S, -1e4)\n            P = np.exp(S - lse[qs:qe, None])")],
+        says="filled with a finite number",
+        loses=frozenset({"test_flash_backward_causal"}),
     ),
     # ---- Part 3: grouped-query attention -------------------------------------------------------
     Submission(
