@@ -326,6 +326,33 @@ SUBMISSIONS = [
         says="averages the group's heads' gradients",
         loses=frozenset({"test_gqa_backward"}),
     ),
+    Submission(
+        "gqa-heads-div-G", "paired query head h with key/value head h // G (G heads of keys) instead of h // (H // G)",
+        edits=[("gqa", "attention_forward(Q[h], K[h // group], V[h // group], mask) for h in range(H)",
+                "attention_forward(Q[h], K[h // K.shape[0]], V[h // K.shape[0]], mask) for h in range(H)")],
+        says="dividing by the number of key/value heads G",
+        loses=frozenset({"test_gqa_forward"}),
+    ),
+    Submission(
+        "gqa-backward-heads-div-G", "paired the heads with h // G in the backward pass",
+        edits=[("gqa", "g = h // group", "g = h // K.shape[0]")],
+        says="dividing by the number of key/value heads G",
+        loses=frozenset({"test_gqa_backward"}),
+    ),
+    Submission(
+        "gqa-causal-forgotten", "never applied the causal mask in grouped-query attention's forward pass",
+        edits=[("gqa", "    mask = np.tril(np.ones((L, K.shape[1]), dtype=bool)) if causal else None\n    return np.stack",
+                "    mask = None\n    return np.stack")],
+        says="the causal mask is not applied",
+        loses=frozenset({"test_gqa_forward"}),
+    ),
+    Submission(
+        "gqa-backward-causal-inverted", "built the causal mask of the backward pass with np.triu instead of np.tril",
+        edits=[("gqa", "    mask = np.tril(np.ones((L, K.shape[1]), dtype=bool)) if causal else None\n    dQ, dK, dV",
+                "    mask = np.triu(np.ones((L, K.shape[1]), dtype=bool)) if causal else None\n    dQ, dK, dV")],
+        says="the causal mask is the wrong way round",
+        loses=frozenset({"test_gqa_backward"}),
+    ),
     # ---- Part 4: sliding-window attention ------------------------------------------------------
     Submission(
         "window-off-by-one", "let query i see keys i - window .. i: one key too many",
@@ -353,6 +380,13 @@ SUBMISSIONS = [
         edits=[("window", "safe = np.where(np.isneginf(m_new), 0.0, m_new)", "safe = m_new")],
         says="every score is -inf",
         loses=frozenset({"test_window"}),
+    ),
+    Submission(
+        "window-scales-k-in-place", "scaled the caller's K in place (K *= 1/sqrt(d)) instead of the scores",
+        edits=[("window", "    scale = 1.0 / math.sqrt(d)\n    O = np.zeros((L, d_v))",
+                "    K *= 1.0 / math.sqrt(d)\n    scale = 1.0\n    O = np.zeros((L, d_v))")],
+        noted="changed its argument K in place",  # in place: noted at autograde, no point lost (README, Not defended)
+        headline="the caller's K was modified in place",
     ),
     # ---- Alternative correct answers -----------------------------------------------------------
     Submission("alt-torch-float64", "every function in PyTorch, float64", replace=in_dtype(TORCH_ANSWER, "float64")),
