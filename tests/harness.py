@@ -273,8 +273,9 @@ class PeakMemory(threading.Thread):
 
 #: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default. The
 #: class's kernels run as uids of their own range (from CLASS_UID_BASE, 2**26 of them; the default base is 1.6e9),
-#: so that what they leave behind is told apart from the kernels of tests running at the same time.
-CELL_S, NOTEBOOK_S, JUDGE_BYTES, CLASS_UID_BASE = 8, 60, 2 * 2**30, 1_700_000_000
+#: so that what they leave behind is told apart from the kernels of tests running at the same time. 10 s a cell: a
+#: legitimate cell of 05 passed 8 s, and its hand-in ran out of restarts, when the machine ran at half its speed.
+CELL_S, NOTEBOOK_S, JUDGE_BYTES, CLASS_UID_BASE = 10, 60, 2 * 2**30, 1_700_000_000
 LIMITS = (f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.interrupt_grace = 2\n"
           f"c.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\nc.JudgedExecute.judge_memory_limit = {JUDGE_BYTES}\n"
           f"c.JudgedExecute.kernel_uid_base = {CLASS_UID_BASE}\n")

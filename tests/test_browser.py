@@ -175,10 +175,19 @@ def test_2_student_runs_fills_one_function_and_validates(world):
     page = page_of(world)
     open_notebook(page, world["student"], f"{A}/{NOTEBOOK}")
     page.locator(".jp-Notebook .jp-Cell").first.click()
-    page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='restart-and-run']").click()
-    page.locator(".jp-Dialog .jp-mod-accept").click()
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-    expect(errors.first).to_contain_text("NotImplementedError", timeout=180_000)  # run all stops at the stub
+    for attempt in (1, 2):
+        page.locator(".jp-NotebookPanel-toolbar [data-jp-item-name='restart-and-run']").click()
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+        try:
+            expect(errors.first).to_contain_text("NotImplementedError", timeout=120_000)  # run all stops at the stub
+            break
+        except AssertionError:
+            # Seen twice on a loaded machine: the Jupyter server could not read the browser's binary websocket
+            # frame of an execute request (struct.error in deserialize_binary_message), so the setup cell waited
+            # as [*] for ever. A student would run all again; so does the test, once, and only for that cause.
+            if attempt == 2 or "deserialize_binary_message" not in world["student"].log_tail(200_000):
+                raise
     idle(page, world["student"])
     errors.first.scroll_into_view_if_needed()
     shot(page, "2-run-all-stops-at-a-stub")
