@@ -310,13 +310,15 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
     page.locator(f"input.score#{WRITTEN}").wait_for()
     page.wait_for_load_state("networkidle")  # the grades are loaded after the page: typing earlier is lost
     assert page.locator("math").count() >= 5 and not raw_tex(page), "Formgrader shows formulas as raw TeX"
-    page.locator(f"textarea#{WRITTEN}-comment").fill("Clear reading of the map: names the strongest pair.")
-    page.locator(f"textarea#{WRITTEN}-comment").press("Tab")
     for attempt in range(60):
-        if attempt % 20 == 0:  # typed again if a busy machine's page had not bound its handlers yet (seen once)
-            page.locator(f"input.score#{WRITTEN}").fill("4")
-            page.locator(f"input.score#{WRITTEN}").press("Tab")
-            page.locator(f"input.score#{WRITTEN}").scroll_into_view_if_needed()
+        if attempt % 20 == 0:  # typed again if a busy machine's page had not bound its handlers yet (seen twice)
+            if not (attempt and ada["comment"]):
+                page.locator(f"textarea#{WRITTEN}-comment").fill("Clear reading of the map: names the strongest pair.")
+                page.locator(f"textarea#{WRITTEN}-comment").press("Tab")
+            if not (attempt and ada["manual"] == 4):
+                page.locator(f"input.score#{WRITTEN}").fill("4")
+                page.locator(f"input.score#{WRITTEN}").press("Tab")
+                page.locator(f"input.score#{WRITTEN}").scroll_into_view_if_needed()
         ada = gradebook_state(world["course"], "ada")
         if ada["manual"] == 4 and ada["comment"]:
             break
