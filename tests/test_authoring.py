@@ -168,3 +168,28 @@ def test_timings_hold_linear_algebra_to_one_thread(assignment):
         if any("perf_counter()" in s for s in sources):
             assert any("with threadpool_limits(limits=1):" in s for s in sources), \
                 f"{name} times code without holding linear algebra to one thread (threadpool_limits(limits=1))"
+
+
+def tolerances_used(source: str) -> set[str]:
+    """The literal tolerances a test cell passes (``rtol=1e-3``, ``atol=1e-2``; 0 is no tolerance), as written."""
+    used = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg in ("rtol", "atol") and isinstance(node.value, ast.Constant):
+            if node.value.value:
+                used.add(ast.get_source_segment(source, node.value))
+    return used
+
+
+@pytest.mark.parametrize("assignment", available())
+def test_every_tolerance_a_test_uses_is_stated_to_students(assignment):
+    """A tolerance written in a test cell appears in the notebook's own text, so that a student reads the number
+    that grades her before a check prints it."""
+    for name, nb in masters(assignment).items():
+        text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        unstated = {f"{grade_id}: {tol}" for grade_id, source in grade_cells(nb) for tol in tolerances_used(source)
+                    if f"`{tol}`" not in text and f"= {tol}" not in text}
+        assert not unstated, f"{name}: tolerances used but never stated in the text: {sorted(unstated)}"
+
+
+def test_the_tolerance_rule_can_fail():
+    assert tolerances_used("assert_close(a, b, rtol=1e-3, atol=0)\nassert_close(a, b, atol=TOL)") == {"1e-3"}

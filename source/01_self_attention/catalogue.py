@@ -116,6 +116,14 @@ SUBMISSIONS = [
     ),
     # ---- Part 8: permutation equivariance --------------------------------------------------
     Submission(
+        "equivariance-exact-equality", "compared the two sides exactly (np.array_equal): rounding makes attention fail",
+        edits=[("is_permutation_equivariant", "return bool(np.allclose(f(X[:, perm]), f(X)[:, perm]))",
+                "return bool(np.array_equal(f(X[:, perm]), f(X)[:, perm]))")],
+        says="is your comparison exact",
+        headline="is your comparison exact (==, np.array_equal) instead of np.allclose?",
+        loses=frozenset({"test_permutation_equivariance"}),
+    ),
+    Submission(
         "equivariance-output-not-permuted", "compared f(X[:, perm]) with f(X), forgetting to permute the output",
         edits=[("is_permutation_equivariant", "np.allclose(f(X[:, perm]), f(X)[:, perm])", "np.allclose(f(X[:, perm]), f(X))")],
         says='Compare f applied to the permuted tokens',

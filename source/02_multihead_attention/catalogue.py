@@ -146,7 +146,7 @@ SUBMISSIONS = [
         edits=[("multihead_module", "weights = torch.softmax(scores, dim=-1)",
                 "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True)")],
         says="Look for an overflowing exp()",
-        loses=frozenset({"test_module_weights", "test_module_output"}),
+        loses=frozenset({"test_module_weights", "test_module_output", "test_module_mask"}),
     ),
     Submission(
         "module-mask-as-square", "reshaped the mask to (-1, 1, L, L), which only fits a square [L, L] mask",

@@ -31,6 +31,14 @@ SUBMISSIONS = [
         says="The lengths may be a list as well as a tensor",
         loses=frozenset({"test_padding_mask"}),
     ),
+    Submission(
+        "causal-excludes-diagonal", "built the causal mask strictly below the diagonal: each token is hidden from itself",
+        edits=[("masks", "return torch.tril(torch.ones(L, L, dtype=torch.bool))",
+                "return torch.tril(torch.ones(L, L, dtype=torch.bool), diagonal=-1)")],
+        says="query i must see key i",
+        headline="query i must see key i, its own token",
+        loses=frozenset({"test_causal_mask"}),
+    ),
     # ---- Part 2: attention -----------------------------------------------------------------
     Submission(
         "fill-zero", "filled masked scores with 0 instead of -inf",
@@ -93,7 +101,15 @@ SUBMISSIONS = [
         "scale-by-d_v", "divided the scores by sqrt(d_v) instead of sqrt(d_k)",
         edits=[("attention", "math.sqrt(Q.shape[-1])", "math.sqrt(V.shape[-1])")],
         says="common mistake: the scores are divided by sqrt(d_v) instead of sqrt(d_k)",
-        loses=frozenset({"test_attention_unmasked", "test_attention_padding"}),
+        loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal"}),
+    ),
+    Submission(
+        "float-mask-not-converted", "used ~mask on the mask as given: a 0/1 float mask raises (only booleans were tried)",
+        edits=[("attention", "mask = torch.as_tensor(mask).bool().expand(scores.shape)",
+                "mask = torch.as_tensor(mask).expand(scores.shape)")],
+        says="convert it with mask.bool() first",
+        headline="A 0/1 float mask means the same as a boolean one",
+        loses=frozenset({"test_attention_padding"}),
     ),
     # ---- Parts 3 and 5 ---------------------------------------------------------------------
     Submission(
@@ -118,6 +134,22 @@ SUBMISSIONS = [
                 "return float(torch.var((q * k).sum(dim=-1) / d_k ** 0.5))")],
         says="the variance of the scaled scores",
         headline="about 1 is the variance of the scaled scores",
+        loses=frozenset({"test_score_variance"}),
+    ),
+    Submission(
+        "entropy-last-axis", "summed the entropy over the last axis whatever dim is given",
+        edits=[("entropy_and_variance", "return -torch.xlogy(weights, weights).sum(dim=dim)",
+                "return -torch.xlogy(weights, weights).sum(dim=-1)")],
+        says="the entropy is taken along the last axis instead of dim",
+        headline="the entropy is taken along the last axis instead of dim",
+        loses=frozenset({"test_entropy"}),
+    ),
+    Submission(
+        "variance-population", "returned the population variance (divided by n, not n - 1)",
+        edits=[("entropy_and_variance", "return float(torch.var((q * k).sum(dim=-1)))",
+                "return float(((q * k).sum(dim=-1) - (q * k).sum(dim=-1).mean()).pow(2).mean())")],
+        says="the population variance (correction=0) is used",
+        headline="the population variance (correction=0) is used",
         loses=frozenset({"test_score_variance"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

@@ -38,6 +38,13 @@ SUBMISSIONS = [
         says="Look for an overflowing exp()",
         loses=frozenset({'test_column_attention', 'test_row_attention'}),
     ),
+    Submission(
+        "attend-scale-by-keys", "scaled the scores by the square root of the number of keys (L for rows, S for columns)",
+        edits=[("row_column_attention", "/ math.sqrt(x.shape[-1])", "/ math.sqrt(x.shape[-2])")],
+        says="the scores are scaled by sqrt(L), the sequence length, instead of sqrt(D)",
+        headline="the scores are scaled by sqrt(L), the sequence length, instead of sqrt(D)",
+        loses=frozenset({"test_row_attention", "test_column_attention", "test_axis_symmetry"}),
+    ),
     # ---- Part 2: multi-head ----------------------------------------------------------------
     Submission(
         "multihead-column-reshape", "viewed the columns of the multi-head version with a reshape",
@@ -82,6 +89,14 @@ def multihead_column_attention(msa, p, H):
         says="Look for an overflowing exp()",
         loses=frozenset({'test_multihead_column'}),
     ),
+    Submission(
+        "multihead-column-scale-sqrt-S", "scaled the column scores by sqrt(S), the number of sequences attended over",
+        edits=[("multihead_axial", 'torch.einsum("bsihd,btihd->bihst", q, k) / math.sqrt(D // H)',
+                'torch.einsum("bsihd,btihd->bihst", q, k) / math.sqrt(S)')],
+        says="the scores are scaled by sqrt(S), the number of sequences, instead of sqrt(D_H)",
+        headline="the scores are scaled by sqrt(S), the number of sequences, instead of sqrt(D_H)",
+        loses=frozenset({"test_multihead_column"}),
+    ),
     # ---- Part 3: tied attention ------------------------------------------------------------
     Submission(
         "tied-no-sqrt-S", "scaled the tied logits by 1/sqrt(D_H), without the sqrt(S) for the sum over rows",
@@ -117,12 +132,26 @@ def multihead_column_attention(msa, p, H):
         says="Look for an overflowing exp()",
         loses=frozenset({'test_tied_attention'}),
     ),
+    Submission(
+        "tied-scale-sqrt-L", "scaled the tied logits by 1/sqrt(L * D_H): the row length instead of the number of rows",
+        edits=[("tied_row_attention", "/ torch.sqrt(n_rows * Dh)[:, None, None, None]", "/ math.sqrt(L * Dh)")],
+        says="the row length, instead of 1/sqrt(S * D_H)",
+        headline="the logits are scaled by 1/sqrt(L * D_H), the row length",
+        loses=frozenset({"test_tied_attention", "test_tied_padding"}),
+    ),
     # ---- Part 5 ----------------------------------------------------------------------------
     Submission(
         "entries-full-per-sequence", "counted full attention as S separate L x L maps (forgot cross-sequence pairs)",
         edits=[("score_entries", '"full": H * (S * L) ** 2', '"full": H * S * L * L')],
         headline="wrong count for full attention",
         says='every token is a query and a key',
+        loses=frozenset({"test_score_entries"}),
+    ),
+    Submission(
+        "entries-row-not-squared", "counted one score per position for row attention (H * S * L), not an L x L matrix",
+        edits=[("score_entries", '"row": H * S * L * L', '"row": H * S * L')],
+        says="doubling L should multiply the row count by 4",
+        headline="doubling L should multiply the row count by 4",
         loses=frozenset({"test_score_entries"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

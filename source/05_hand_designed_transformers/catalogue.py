@@ -78,6 +78,14 @@ SUBMISSIONS = [
         loses=frozenset({"test_design_identity"}), in_demo=True,
     ),
     Submission(
+        "identity-tuned-on-example", "made the logits just sharp enough for the example [A, B, C, C]: a lone token among "
+        "five others (length 6) falls outside the tolerance",
+        edits=[("design_identity", "Km_id = np.eye(3) * 5.0\nQm_id = np.eye(3) * 5.0", "Km_id = np.eye(3) * 2.75\nQm_id = np.eye(3) * 2.75")],
+        says="not only those of the example",
+        headline="not only those of the example",
+        loses=frozenset({"test_design_identity"}),
+    ),
+    Submission(
         "first-not-sharp", "made position 0's key only slightly larger than the others",
         edits=[("design_first", "Km_first[3, 0] = 10.0", "Km_first[3, 0] = 2.0")],
         says="differ beyond the tolerance",

@@ -189,6 +189,15 @@ SUBMISSIONS = [
     ),
     # ---- Part 3: the KV cache -----------------------------------------------------------------
     Submission(
+        "tiled-causal-tiles-by-formula", "counted the causal tiles with the formula for square blocks, n (n + 1) / 2 "
+        "query blocks, instead of in the loop",
+        edits=[("tiled", "    return O, tiles", "    if causal:\n        n = -(-L_q // block_q)\n"
+                "        tiles = n * (n + 1) // 2\n    return O, tiles")],
+        says="Count the tiles your loop computes",
+        headline="Count the tiles your loop computes",
+        loses=frozenset({"test_tiled_causal_skips"}),
+    ),
+    Submission(
         "cache-appended-after-use", "attended over the cache first and appended the new key and value afterwards",
         replace={"cache": '''
 def attend_with_cache(q, k, v, K_cache, V_cache):

@@ -388,6 +388,23 @@ SUBMISSIONS = [
         loses=frozenset({"test_window"}),
     ),
     Submission(
+        "window-tiles-by-formula", "counted the tiles with a formula (the span of each query block's band over block_k), "
+        "not in the loop: right when the key blocks line up with the band, wrong when they do not",
+        edits=[("window", "    return O, tiles", "    tiles = sum(-(-(min(qs + block_q, L) - max(0, qs - window + 1)) // block_k)\n"
+                "                for qs in range(0, L, block_q))\n    return O, tiles")],
+        says="Count the tiles your loop computes",
+        headline="Count the tiles your loop computes",
+        loses=frozenset({"test_window_skips"}),
+    ),
+    Submission(
+        "window-drops-last-query-block", "stepped through the query blocks with range(0, L - block_q + 1, block_q): "
+        "the last, shorter query block is never computed",
+        edits=[("window", "    for qs in range(0, L, block_q):", "    for qs in range(0, L - block_q + 1, block_q):")],
+        says="The last query block",
+        headline="The last query block (query 6)",
+        loses=frozenset({"test_window", "test_window_skips"}),
+    ),
+    Submission(
         "window-scales-k-in-place", "scaled the caller's K in place (K *= 1/sqrt(d)) instead of the scores",
         edits=[("window", "    scale = 1.0 / math.sqrt(d)\n    O = np.zeros((L, d_v))",
                 "    K *= 1.0 / math.sqrt(d)\n    scale = 1.0\n    O = np.zeros((L, d_v))")],
