@@ -15,7 +15,7 @@ from ._notebook import install as _install
 #: What students import from here, by the module that defines it. Imported when first asked for, so that
 #: importing the package (the grader's sandbox launcher and fork server do) starts no NumPy or PyTorch threads.
 _EXPORTS = {"assert_close": "checks", "check_shape": "checks", "check_sums_to_one": "checks",
-            "check_unchanged": "checks", "gradients": "checks", "to_numpy": "checks",
+            "check_unchanged": "checks", "call_unchanged": "checks", "gradients": "checks", "to_numpy": "checks",
             "projection_params": "data", "toy_msa": "data", "toy_sentence": "data",
             "describe": "plotting", "description": "plotting", "plot_attention": "plotting", "plot_matrices": "plotting", "show": "plotting"}
 

@@ -193,3 +193,48 @@ def test_every_tolerance_a_test_uses_is_stated_to_students(assignment):
 
 def test_the_tolerance_rule_can_fail():
     assert tolerances_used("assert_close(a, b, rtol=1e-3, atol=0)\nassert_close(a, b, atol=TOL)") == {"1e-3"}
+
+
+def hidden_lines(source: str) -> set[int]:
+    """The line numbers (from 1) of a test cell's hidden blocks, markers included."""
+    lines, inside = set(), False
+    for number, line in enumerate(source.split("\n"), 1):
+        inside = inside or "### BEGIN HIDDEN TESTS" in line
+        if inside:
+            lines.add(number)
+        inside = inside and "### END HIDDEN TESTS" not in line
+    return lines
+
+
+def reread_after_call(source: str, student: set[str]) -> list[str]:
+    """Visible calls of a student's function (not through ``call_unchanged``) that pass a name the cell reads again
+    after the call: under Validate an in-place change would reach the reference and read as wrong values."""
+    tree = ast.parse(source)
+    hidden = hidden_lines(source)
+    loads = [(n.lineno, n.col_offset, n.id) for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in student
+                and node.func.id[0].islower() and node.lineno not in hidden):
+            passed = {a.id for a in [*node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Name)}
+            again = sorted({name for line, col, name in loads if (line, col) > (node.end_lineno, node.end_col_offset)
+                            and name in passed})
+            if again:
+                found.append(f"line {node.lineno}: {node.func.id}(...) then reads {', '.join(again)}")
+    return found
+
+
+@pytest.mark.parametrize("assignment", available())
+def test_visible_checks_see_an_in_place_change_before_reading_an_argument_again(assignment):
+    """Rule 3: a visible check that reads an argument again after calling the student's function (for a reference,
+    a second call) makes the call with ``call_unchanged``, which names an in-place change as one."""
+    for name, nb in masters(assignment).items():
+        student = student_functions(nb)
+        found = {grade_id: hits for grade_id, source in grade_cells(nb) if (hits := reread_after_call(source, student))}
+        assert not found, f"{name}: call these through call_unchanged(f, ...): {found}"
+
+
+def test_the_in_place_rule_can_fail():
+    source = "o_ = attention(Q_, K_)\nassert_close(o_, ref_(Q_, K_))\n### BEGIN HIDDEN TESTS\nx_ = attention(Q_, K_)\nQ_\n"
+    assert reread_after_call(source, {"attention"}) == ["line 1: attention(...) then reads K_, Q_"]
+    assert reread_after_call(source.replace("attention(Q_", "call_unchanged(attention, Q_", 1), {"attention"}) == []

@@ -68,6 +68,32 @@ def test_check_shape_and_unchanged():
     check_unchanged(np.ones(2), np.ones(2))
 
 
+def test_call_unchanged_names_the_argument_changed_in_place():
+    from attention_course import call_unchanged
+
+    def scale_in_place(Q, K, scale=True):
+        K /= 2.0
+        return Q @ K.T
+
+    def pure(Q, K, scale=True):
+        return Q @ K.T
+
+    Q, K = np.ones((2, 3)), np.ones((4, 3))
+    assert "the caller's K was modified in place" in message(call_unchanged, scale_in_place, Q, K)
+    assert "the caller's K was modified in place" in message(call_unchanged, scale_in_place, torch.ones(2, 3), K=torch.ones(4, 3))
+    np.testing.assert_array_equal(call_unchanged(pure, Q, K, scale=False), Q @ K.T)
+
+    class Remote:  # a function living in the student's kernel at autograde: a plain call (arguments go as copies)
+        _judge_vjp = None
+
+        def __call__(self, *args):
+            args[0][0] = 5.0
+            return "called"
+
+    Remote._judge_vjp = lambda *a: None
+    assert call_unchanged(Remote(), np.zeros(2)) == "called"
+
+
 def test_check_sums_to_one_spots_the_wrong_axis():
     w = np.array([[0.2, 0.9], [0.8, 0.1]])  # columns sum to 1, rows do not
     check_sums_to_one(w, axis=0)
