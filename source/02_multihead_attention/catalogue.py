@@ -149,6 +149,19 @@ SUBMISSIONS = [
         loses=frozenset({"test_module_weights", "test_module_output", "test_module_mask"}),
     ),
     Submission(
+        "module-mask-renormalised-after-softmax", "zeroed the masked weights after the softmax and renormalised: exact "
+        "until the masked scores lie hundreds above the allowed ones",
+        edits=[("multihead_module", """        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)""", """        weights = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            weights = weights * mask
+            weights = weights / weights.sum(dim=-1, keepdim=True)""")],
+        says="Mask the scores (to -inf) before the softmax",
+        headline="Mask the scores (to -inf) before the softmax",
+        loses=frozenset({"test_module_mask"}),
+    ),
+    Submission(
         "module-mask-as-square", "reshaped the mask to (-1, 1, L, L), which only fits a square [L, L] mask",
         edits=[("multihead_module", "scores = scores.masked_fill(~mask, float(\"-inf\"))",
                 "scores = scores.masked_fill(~mask.reshape(-1, 1, L, L), float(\"-inf\"))")],

@@ -64,6 +64,16 @@ SUBMISSIONS = [
         loses=frozenset({"test_attention_fully_masked"}), in_demo=True,
     ),
     Submission(
+        "mask-renormalised-after-softmax", "zeroed the masked weights after the softmax and renormalised (a fully masked "
+        "row kept at 0): exact until the masked scores lie far above the allowed ones",
+        edits=[("attention", MASK_LINE + "\n        weights = torch.softmax(scores, dim=-1) * has_key",
+                "weights = torch.softmax(scores, dim=-1) * mask\n"
+                "        weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-30)")],
+        says="mask the scores (to -inf) before the softmax",
+        headline="mask the scores (to -inf) before the softmax",
+        loses=frozenset({"test_attention_large_scores"}),
+    ),
+    Submission(
         "fill-minus-100", "filled masked scores with -100 instead of -inf",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -100.0).masked_fill(~has_key, 0.0)')],
         says="masked positions must get exactly 0",

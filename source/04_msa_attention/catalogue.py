@@ -139,6 +139,19 @@ def multihead_column_attention(msa, p, H):
         headline="the logits are scaled by 1/sqrt(L * D_H), the row length",
         loses=frozenset({"test_tied_attention", "test_tied_padding"}),
     ),
+    Submission(
+        "tied-mask-renormalised-after-softmax", "zeroed the padded keys' weights after the softmax and renormalised: "
+        "exact until the padding's logits lie far above the real ones",
+        edits=[("tied_row_attention", """    if pos_mask is not None:
+        logits = logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))
+    w = torch.softmax(logits, dim=-1)""", """    w = torch.softmax(logits, dim=-1)
+    if pos_mask is not None:
+        w = w * pos_mask[:, None, None, :]
+        w = w / w.sum(dim=-1, keepdim=True)""")],
+        says="logits (to -inf) before the softmax",
+        headline="Mask the padded keys' logits (to -inf) before the softmax",
+        loses=frozenset({"test_tied_padding"}),
+    ),
     # ---- Part 5 ----------------------------------------------------------------------------
     Submission(
         "entries-full-per-sequence", "counted full attention as S separate L x L maps (forgot cross-sequence pairs)",
