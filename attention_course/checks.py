@@ -176,7 +176,7 @@ def call_unchanged(fn, *args, **kwargs):
     reference), so that a function that changes its caller's arrays is named as one instead of failing on values.
     At autograde, where ``fn`` lives in the student's kernel, arguments reach it as copies: this is a plain call,
     and the grader notes a change the kernel reports (see :func:`check_unchanged`)."""
-    if getattr(type(fn), "_judge_vjp", None) is not None:
+    if _in_kernel(fn):
         return fn(*args, **kwargs)
     import inspect
 
@@ -190,6 +190,11 @@ def call_unchanged(fn, *args, **kwargs):
         if copy is not None:
             check_unchanged(copy, value, f"the caller's {name}")
     return result
+
+
+def _in_kernel(fn) -> bool:
+    """Whether ``fn`` is a student's function seen from the grader's judge (it lives in the student's kernel)."""
+    return getattr(type(fn), "_judge_vjp", None) is not None
 
 
 def _snapshot(value):
@@ -210,8 +215,7 @@ def gradients(fn, args: tuple, cotangents, **kwargs):
     At autograde, when ``fn`` is a student's function living in another process,
     the differentiation happens there.
     """
-    remote = getattr(type(fn), "_judge_vjp", None)
-    if remote is not None:
+    if _in_kernel(fn):
         return fn._judge_vjp(args, kwargs, cotangents)
     import torch
 

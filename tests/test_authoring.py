@@ -21,7 +21,7 @@ import ast
 import pytest
 
 from attention_course.grading.course import available
-from attention_course.grading.cells import python_source
+from attention_course.grading.cells import hidden_lines, python_source
 
 from harness import masters
 
@@ -193,17 +193,6 @@ def test_every_tolerance_a_test_uses_is_stated_to_students(assignment):
 
 def test_the_tolerance_rule_can_fail():
     assert tolerances_used("assert_close(a, b, rtol=1e-3, atol=0)\nassert_close(a, b, atol=TOL)") == {"1e-3"}
-
-
-def hidden_lines(source: str) -> set[int]:
-    """The line numbers (from 1) of a test cell's hidden blocks, markers included."""
-    lines, inside = set(), False
-    for number, line in enumerate(source.split("\n"), 1):
-        inside = inside or "### BEGIN HIDDEN TESTS" in line
-        if inside:
-            lines.add(number)
-        inside = inside and "### END HIDDEN TESTS" not in line
-    return lines
 
 
 def reread_after_call(source: str, student: set[str]) -> list[str]:
