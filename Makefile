@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test audit bench bench-class lab doctor clean
+.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test sweep audit bench bench-class lab doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -71,6 +71,10 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~11 min; docs/testing.md)
 	$(BIN)/python -m pytest -q -n 3
+
+sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)
+	ATTENTION_SWEEP=1 $(BIN)/python -m pytest -q -n 3 tests/test_grading.py tests/test_security.py \
+	  tests/test_accessibility.py tests/test_release.py
 
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
 	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)

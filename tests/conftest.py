@@ -8,6 +8,7 @@ from attention_course.grading.course import available, catalogue_path
 from attention_course.grading.sandbox import landlock_abi
 
 from harness import build_class
+from tools.submissions import Submission, load_catalogue, representative
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
@@ -17,6 +18,24 @@ GRADED = [a for a in available() if catalogue_path(a).exists()]
 #: The hostile hand-ins this host can run (some need Landlock's signal scoping, or root to make a device file).
 ATTACKS = [a for a in adversarial.ATTACKS if not (a.needs == "signals" and landlock_abi() < 6)
            and not (a.needs == "root" and os.geteuid() != 0)]
+#: ``make sweep`` (ATTENTION_SWEEP=1) grades and validates every entry of every catalogue; ``make test`` the
+#: representative part (:func:`tools.submissions.representative`).
+SWEEP = os.environ.get("ATTENTION_SWEEP") == "1"
+
+
+def catalogue_in_run(assignment: str) -> list[Submission]:
+    """The entries of an assignment's catalogue that this run grades and validates: all of them under
+    ``make sweep``; under ``make test`` the representative part, with every entry a hostile hand-in is built on."""
+    catalogue = load_catalogue(catalogue_path(assignment))
+    if SWEEP:
+        return catalogue
+    return representative(catalogue, keep={a.base for a in adversarial.ATTACKS if a.assignment == assignment})
+
+
+def pytest_report_header(config):
+    counts = [(len(catalogue_in_run(a)), len(load_catalogue(catalogue_path(a)))) for a in GRADED]
+    return (f"catalogues: {sum(t for t, _ in counts)} of {sum(n for _, n in counts)} entries graded and validated "
+            + ("(make sweep: all)" if SWEEP else "(make test: the representative part; make sweep takes all)"))
 
 
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
@@ -100,7 +119,7 @@ def the_class(tmp_path_factory):
     A = adversarial.ASSIGNMENT
     globs = {A: {**{gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS},
                  "blank-reads-source": adversarial.BLANK_READS_SOURCE}}
-    return build_class(tmp_path_factory.mktemp("class"), GRADED, ATTACKS, globs, adversarial.LINKED_FOLDERS)
+    return build_class(tmp_path_factory.mktemp("class"), {a: catalogue_in_run(a) for a in GRADED}, ATTACKS, globs, adversarial.LINKED_FOLDERS)
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_course.checks import EXPECTED_LOG
-from attention_course.grading.course import ROOT, catalogue_path, cell_scores, gradebook_url, scratch_course
+from attention_course.grading.course import ROOT, cell_scores, gradebook_url, scratch_course
 from attention_course.grading.cells import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
 from tools.submissions import (
-    BEGIN_SOLUTION, END_SOLUTION, Submission, catalogue_roster, load_catalogue, read_notebook, write_class,
+    BEGIN_SOLUTION, END_SOLUTION, Submission, catalogue_roster, read_notebook, write_class,
 )
 
 BIN = Path(sys.executable).parent
@@ -298,22 +298,21 @@ class Class:
     shared_memory: tuple = (0, 0)  # the host's System V shared memory in bytes, before and after grading
 
 
-def build_class(tmp: Path, assignments: list[str], attacks: list, extra: dict, linked: dict) -> Class:
-    """Release every assignment; hand in its whole catalogue (source/<id>/catalogue.py) and the hostile hand-ins
+def build_class(tmp: Path, catalogues: dict[str, list[Submission]], attacks: list, extra: dict, linked: dict) -> Class:
+    """Release every assignment of ``catalogues``; hand in its catalogue entries (what ``make test`` or ``make sweep``
+    takes of source/<id>/catalogue.py, with the complete and the blank hand-in) and the hostile hand-ins
     of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
     ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (a worker
     per core; a third worker beside the other test processes slowed a kernel past the 8 s cell limit once) with
     short time limits, watching the grading processes' memory; write the feedback. The catalogue's students
     are graded next to the hostile ones, so every catalogue test also shows that a hostile classmate changes
     nobody else's grade."""
+    assignments = list(catalogues)
     course = new_course(tmp, assignments)
     with open(course / "nbgrader_config.py", "a") as f:
         f.write(LIMITS)
     release(course, assignments)
-    catalogues, students = {}, {}
-    for assignment in assignments:
-        catalogues[assignment] = load_catalogue(catalogue_path(assignment))
-        students[assignment] = write_class(course, assignment, catalogue_roster(catalogues[assignment]))
+    students = {a: write_class(course, a, catalogue_roster(catalogues[a])) for a in assignments}
     before = {s: tree_digest(course / "submitted" / s) for s in sorted({s for v in students.values() for s in v})}
     source_before = tree_digest(course / "source")
     for assignment in {a.assignment for a in attacks}:

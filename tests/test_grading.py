@@ -1,5 +1,7 @@
 """The grader graded: one real autograde run over a synthetic class (every assignment's catalogue, next to
-the hostile hand-ins of test_security.py).
+the hostile hand-ins of test_security.py). ``make test`` grades the representative part of each catalogue
+(every alternative, in-place change and headline mistake, and mistakes enough that every grade cell fails for
+one: :func:`tools.submissions.representative`); ``make sweep`` grades all of it.
 
 For every assignment with a catalogue (source/<assignment>/catalogue.py):
 - the reference solution earns every autograded point and leaves manual cells to the instructor;
@@ -21,12 +23,12 @@ import pytest
 
 from attention_course.grading.course import catalogue_path, gradebook_url
 from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, TEMPLATES
-from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook
+from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook, representative
 
-from conftest import ATTACKS, GRADED
+from conftest import ATTACKS, GRADED, catalogue_in_run
 from harness import masters, read_scores, split_master, trains_a_model
 
-CASES = [(a, s) for a in GRADED for s in load_catalogue(catalogue_path(a))]
+CASES = [(a, s) for a in GRADED for s in catalogue_in_run(a)]  # make sweep: the whole catalogue
 
 
 def auto_cells(scores: dict) -> dict:
@@ -114,6 +116,33 @@ def test_catalogue_is_large_enough(assignment):
     silent = [s.name for s in mistakes if not s.says]
     assert not silent, f"mistakes that do not declare what their first failing message says: {silent}"
 
+
+@pytest.mark.parametrize("assignment", GRADED)
+def test_make_test_grades_every_kind_of_entry_and_fails_every_grade_cell(assignment):
+    """What ``make test`` takes of a catalogue (``make sweep`` takes all): every alternative, in-place change and
+    headline mistake, every entry a hostile hand-in is built on, and mistakes that together lose every grade cell
+    any mistake targets; fewer entries than the whole catalogue where some mistakes repeat a cell."""
+    catalogue = load_catalogue(catalogue_path(assignment))
+    bases = {a.base for a in ATTACKS if a.assignment == assignment}
+    part = {s.name: s for s in representative(catalogue, keep=bases)}
+    must = {s.name for s in catalogue if s.is_alternative or s.noted or s.headline} | bases
+    assert must <= set(part), f"make test leaves out {sorted(must - set(part))}"
+    lost = set().union(*(s.loses for s in part.values()))
+    targeted = set().union(*(s.loses for s in catalogue))
+    assert lost == targeted, f"no mistake make test grades loses {sorted(targeted - lost)}"
+    assert [s.name for s in catalogue if s.name in part] == list(part), "the part keeps the catalogue's order"
+
+
+def test_the_representative_part_adds_the_mistake_losing_most_cells():
+    """The cover is greedy and deterministic: with nothing else chosen, the mistake losing the most uncovered
+    cells comes first, the first of equals next."""
+    from tools.submissions import Submission
+
+    subs = [Submission("a", "", loses=frozenset({"x"})), Submission("b", "", loses=frozenset({"x", "y"})),
+            Submission("c", "", loses=frozenset({"z"})), Submission("d", "", loses=frozenset({"z"})),
+            Submission("ok", "")]
+    assert [s.name for s in representative(subs)] == ["b", "c", "ok"]
+    assert [s.name for s in representative(subs, keep={"a"})] == ["a", "b", "c", "ok"]
 
 @pytest.mark.parametrize("assignment", GRADED)
 def test_catalogue_has_a_float32_pytorch_and_a_float64_numpy_answer(assignment):

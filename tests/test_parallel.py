@@ -1,6 +1,6 @@
 """The course's parallel autograde command (``make autograde``), against stock ``nbgrader autograde``.
 
-One scratch course holds three assignments and three students of each demo class.
+One scratch course holds two assignments and three students of each demo class.
 Stock ``nbgrader autograde`` grades it one assignment and one student after another; then the
 course command grades it again with several workers, and every student's per-cell scores must be
 the same. A second run skips everything; a changed hand-in is the only one graded again. Finally a
@@ -26,10 +26,10 @@ from tools.submissions import demo_roster, load_catalogue, write_class
 from harness import BIN, api_calls, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 
-#: Three assignments of the course (whose grades every other test already checks at length): what is tested here
+#: Two assignments of the course (whose grades every other test already checks at length): what is tested here
 #: is how the course command, PostgreSQL and Dask schedule, record and skip work, which does not depend on them.
-ASSIGNMENTS = [a for a in available() if a.startswith(("01_", "02_", "06_"))]
-#: Three students of each demo class (the complete answer, the blank release and a mistake): nine hand-ins, enough
+ASSIGNMENTS = [a for a in available() if a.startswith(("01_", "06_"))]
+#: Three students of each demo class (the complete answer, the blank release and a mistake): six hand-ins, enough
 #: for three workers at once, for skipping, and for a Dask worker killed while others wait; grades are checked at
 #: length by the class of tests/test_grading.py.
 STUDENTS = ("demo-complete", "demo-blank", "ada")

@@ -24,10 +24,12 @@ from fastvalidate import SUCCESS, validate_many  # noqa: E402
 from harness import masters, release  # noqa: E402
 
 
-def verdicts(course: Path, assignment: str) -> dict[str, str]:
-    """Mistake name -> what Validate says (all of its notebooks' verdicts joined); the in-place changes autograde
-    only notes (``noted``) are mistakes Validate must see too."""
-    mistakes = [s for s in load_catalogue(catalogue_path(assignment)) if s.is_mistake or s.noted]
+def verdicts(course: Path, assignment: str, entries: list | None = None) -> dict[str, str]:
+    """Mistake name -> what Validate says (all of its notebooks' verdicts joined), for the mistakes of ``entries``
+    (by default the whole catalogue); the in-place changes autograde only notes (``noted``) are mistakes Validate
+    must see too."""
+    entries = load_catalogue(catalogue_path(assignment)) if entries is None else entries
+    mistakes = [s for s in entries if s.is_mistake or s.noted]
     notebooks = {(s.name, name): nb for s in mistakes for name, nb in apply_submission(masters(assignment), s).items()}
     said = validate_many(course, notebooks)
     return {s.name: "\n".join(text for (who, _), text in said.items() if who == s.name) for s in mistakes}
