@@ -69,7 +69,7 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 	$(BIN)/ruff check attention_course tools tests nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute) (~11 min; docs/testing.md)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute); the representative part of each catalogue (make sweep takes all) (~12 min; docs/testing.md)
 	$(BIN)/python -m pytest -q -n 3
 
 sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)

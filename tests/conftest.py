@@ -32,10 +32,13 @@ def catalogue_in_run(assignment: str) -> list[Submission]:
     return representative(catalogue, keep={a.base for a in adversarial.ATTACKS if a.assignment == assignment})
 
 
-def pytest_report_header(config):
+def pytest_terminal_summary(terminalreporter):
+    """Say at the end of the run how much of the catalogues it took (-q included)."""
     counts = [(len(catalogue_in_run(a)), len(load_catalogue(catalogue_path(a)))) for a in GRADED]
-    return (f"catalogues: {sum(t for t, _ in counts)} of {sum(n for _, n in counts)} entries graded and validated "
-            + ("(make sweep: all)" if SWEEP else "(make test: the representative part; make sweep takes all)"))
+    terminalreporter.write_line(
+        f"catalogues: {sum(t for t, _ in counts)} of {sum(n for _, n in counts)} entries in this run's graded class "
+        "and Validate checks " + ("(make sweep: all)" if SWEEP else "(make test: the representative part; make sweep "
+                                                                   "takes all)"))
 
 
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
