@@ -47,12 +47,16 @@ c.CourseDirectory.course_id = "attention-from-scratch"
 # --- Exchange (release, fetch, submit, collect, feedback) -----------------------
 # Out of the box the exchange is a folder of the course (exchange/, git-ignored), so the Assignment
 # List and `nbgrader release_assignment` / `fetch_assignment` / `submit` / `collect` work on one
-# machine. On JupyterHub, point every user at one shared folder (world-writable, sticky, like /tmp):
-# set NBGRADER_EXCHANGE_ROOT for the instructor's and the students' servers (README, "Exchange").
+# machine. On JupyterHub, point every user at one shared folder (world-writable, sticky, like /tmp): set
+# Exchange.root in the system's nbgrader configuration (/etc/jupyter/nbgrader_config.py), which this file then
+# keeps (an ssh or cron shell of the instructor finds the class's exchange too), or NBGRADER_EXCHANGE_ROOT for
+# the servers (README, "Exchange"); the variable wins (attention_course.grading.course.exchange_root).
 import os  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "exchange")
+from attention_course.grading.course import exchange_root  # noqa: E402
+
+c.Exchange.root = exchange_root(Path(__file__).resolve().parent)
 os.makedirs(c.Exchange.root, mode=0o777, exist_ok=True)  # nbgrader requires it to exist
 # The assignments are the folders of source/ named NN_name, in the order of their numbers
 # (attention_course.grading.course.available, which the Makefile and the tests iterate over).

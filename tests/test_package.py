@@ -297,3 +297,28 @@ def test_the_grader_passes_the_expected_value_log_under_one_name():
     from attention_course.grading import forkserver
 
     assert forkserver.EXPECTED_LOG == checks.EXPECTED_LOG
+
+
+def test_a_shell_without_the_variable_finds_the_class_exchange(tmp_path, monkeypatch):
+    """The course's configuration keeps the Exchange.root of the user's or the system's nbgrader configuration
+    (what a JupyterHub deployment sets for everybody), so an instructor's ssh or cron shell without
+    NBGRADER_EXCHANGE_ROOT collects from the class's exchange, not from the course's own empty exchange/; the
+    variable, where set, wins; with neither, the course's own folder. The first case through nbgrader itself."""
+    import os
+    import subprocess
+    import sys
+
+    from attention_course.grading.course import ROOT, exchange_root
+
+    shared, config = tmp_path / "srv-exchange", tmp_path / "jupyter"
+    config.mkdir()
+    monkeypatch.delenv("NBGRADER_EXCHANGE_ROOT", raising=False)
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(config))
+    assert exchange_root(ROOT) == str(ROOT / "exchange")
+    (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.Exchange.root = {str(shared)!r}\n")
+    code = "from nbgrader.apps.baseapp import NbGrader; a = NbGrader(); a.initialize([]); print(a.config.Exchange.root)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == str(shared), "the course's configuration hid the system's exchange"
+    monkeypatch.setenv("NBGRADER_EXCHANGE_ROOT", str(tmp_path / "mine"))
+    assert exchange_root(ROOT) == str(tmp_path / "mine")

@@ -58,6 +58,31 @@ def unusable_folders(course: Path) -> list[str]:
 CATALOGUE = "catalogue.py"
 
 
+def exchange_root(course: Path) -> str:
+    """The exchange folder the course's nbgrader configuration uses: ``NBGRADER_EXCHANGE_ROOT`` if set; else the
+    ``Exchange.root`` of the user's or the system's nbgrader configuration (``~/.jupyter``, ``/etc/jupyter``, ...:
+    what a JupyterHub deployment sets for everybody), so that a shell without the variable (ssh, cron) still finds
+    the class's shared exchange; else the course's own ``exchange/`` folder (one machine, out of the box)."""
+    if os.environ.get("NBGRADER_EXCHANGE_ROOT"):
+        return os.environ["NBGRADER_EXCHANGE_ROOT"]
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config.loader import ConfigFileNotFound, JSONFileConfigLoader, PyFileConfigLoader
+
+    root = None
+    for folder in reversed(jupyter_config_path()):  # as nbgrader loads them: the user's folder last, and it wins
+        if Path(folder).resolve() == course.resolve():
+            continue
+        for loader in (JSONFileConfigLoader("nbgrader_config.json", folder),
+                       PyFileConfigLoader("nbgrader_config.py", folder)):
+            try:
+                config = loader.load_config()
+            except ConfigFileNotFound:
+                continue
+            if "Exchange" in config and "root" in config.Exchange:
+                root = str(config.Exchange.root)
+    return root or str(course / "exchange")
+
+
 def catalogue_path(assignment: str, course: Path = ROOT) -> Path:
     return course / "source" / assignment / CATALOGUE
 
