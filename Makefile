@@ -95,4 +95,4 @@ lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (fo
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv grades-canvas.csv report
+	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report

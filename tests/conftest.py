@@ -7,7 +7,7 @@ import pytest
 from attention_course.grading.course import available, catalogue_path
 from attention_course.grading.sandbox import landlock_abi
 
-from harness import build_class
+from harness import build_class, unix_users
 from tools.submissions import Submission, load_catalogue, representative
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
@@ -95,25 +95,11 @@ def grader_user():
     """The uid of an ordinary user for the tests that grade as one: a Unix user this session creates (home 0755,
     as Debian's useradd leaves it) and removes at its end; 65534 where users cannot be created; this process's own
     uid when the tests do not run as root."""
-    import pwd
-    import shutil
-    import subprocess
-
     if os.geteuid() != 0:
         yield os.getuid()
         return
-    name = f"attn-grader-{os.getpid()}"
-    made = shutil.which("useradd") and subprocess.run(
-        ["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
-        capture_output=True).returncode == 0
-    if not made:
-        yield 65534
-        return
-    try:
-        yield pwd.getpwnam(name).pw_uid
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
+    with unix_users(f"attn-grader-{os.getpid()}") as uids:
+        yield uids[0] if uids else 65534
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,30 @@ def as_student(home, user: str, exchange, *args: str) -> subprocess.CompletedPro
                            *quiet], cwd=home, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{proc.stderr[-3000:]}"
     return proc
+
+
+@contextmanager
+def unix_users(*names: str):
+    """Real Unix users for a test (root only): each created with a home of its own (0755, as Debian's useradd
+    leaves it) and removed, with every process and file of theirs, at the end. Yields their uids, or None where
+    users cannot be created (not root, no useradd)."""
+    import pwd
+    import shutil
+
+    made = []
+    try:
+        for name in names:
+            if os.geteuid() != 0 or not shutil.which("useradd") or subprocess.run(
+                    ["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
+                    capture_output=True).returncode != 0:
+                yield None
+                return
+            made.append(name)
+        yield [pwd.getpwnam(name).pw_uid for name in names]
+    finally:
+        for name in made:
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
 
 
 def answer_into(fetched: Path, answered: dict) -> None:

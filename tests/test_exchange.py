@@ -9,10 +9,24 @@ their targets), and autograde refuses them, scores 0 and says why.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timezone
+from pathlib import Path
+
+import pytest
+from nbgrader.utils import parse_utc
+
 from attention_course.grading.course import available, catalogue_path, gradebook_url, score_table
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
-from harness import COURSE_ID, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores
+from harness import (
+    BIN, COURSE_ID, ROOT, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores, unix_users,
+)
 
 A = available()[0]
 NOTEBOOK = "self_attention.ipynb"
@@ -73,3 +87,69 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
         pages = list((home / A / "feedback").rglob("*.html"))
         assert pages, f"{user} received no feedback"
         assert not list((home / A / "feedback").rglob(".autograde-fingerprint"))
+
+
+def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path):
+    """Real Unix users on a shared exchange (as on JupyterHub): ann hands in her work; eve plants a blank in ann's
+    name dated 2099 (it would be ann's newest) and backdates her own to 2000. Collect takes ann's real hand-in, and
+    eve's at the time she made it; it refuses the forgery, says so in its log and the grade table names it on both
+    rows; the grades follow the real hand-ins."""
+    tag = os.getpid()
+    ann, eve = f"ann{tag}", f"eve{tag}"
+    with unix_users(ann, eve) as uids:
+        if uids is None:
+            pytest.skip("needs root and useradd: the students are real Unix users")
+        top = Path(tempfile.mkdtemp(prefix="attn-exchange-"))  # under /tmp: the students can reach it
+        os.chmod(top, 0o755)
+        exchange = top / "exchange"
+        exchange.mkdir(mode=0o1777)
+        os.chmod(exchange, 0o1777)
+        course = new_course(tmp_path, [A])
+        nbgrader(course, "generate_assignment", A, "--force")
+        nbgrader(course, "release_assignment", A, "--force", f"--Exchange.root={exchange}")
+        homes = {user: Path(f"/home/{user}") for user in (ann, eve)}
+        reach = ":".join([os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(top), *map(str, homes.values())])
+
+        def as_unix(user, uid, *cmd):
+            env = ["env", "-i", f"HOME={homes[user]}", f"USER={user}", f"LOGNAME={user}", f"PATH={BIN}:/usr/bin:/bin",
+                   "PYTHONDONTWRITEBYTECODE=1"]
+            run = subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "as_user.py"), "--user", str(uid),
+                                  reach, "--", *env, *cmd], cwd=homes[user], capture_output=True, text=True, timeout=300)
+            assert run.returncode == 0, f"{' '.join(cmd)} as {user}:\n{run.stderr[-3000:]}"
+            return run
+
+        course_flags = [f"--course={COURSE_ID}", f"--Exchange.root={exchange}", "--log-level=WARN"]
+        for user, uid in zip((ann, eve), uids):
+            as_unix(user, uid, str(BIN / "nbgrader"), "fetch_assignment", A, *course_flags)
+        answer_into(homes[ann] / A / NOTEBOOK, solved_notebook(masters(A)[NOTEBOOK]))
+        os.chown(homes[ann] / A / NOTEBOOK, uids[0], uids[0])
+        as_unix(ann, uids[0], str(BIN / "nbgrader"), "submit", A, *course_flags)
+        inbound = exchange / COURSE_ID / "inbound"
+        plant = ("import os, shutil, sys\n"
+                 "inbound, blank, entries = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
+                 "for name in entries:\n"
+                 "    os.mkdir(os.path.join(inbound, name))\n"
+                 "    shutil.copy(blank, os.path.join(inbound, name))\n"
+                 "    open(os.path.join(inbound, name, 'timestamp.txt'), 'w').write(name.split('+')[2])\n")
+        forged = f"{ann}+{A}+2099-01-01 00:00:00.000000 UTC+forged"
+        early = f"{eve}+{A}+2000-01-01 00:00:00.000000 UTC+early"
+        as_unix(eve, uids[1], sys.executable, "-c", plant, str(inbound), str(homes[eve] / A / NOTEBOOK), forged, early)
+
+        collected = nbgrader(course, "collect", A, f"--Exchange.root={exchange}")
+        log = collected.stdout + collected.stderr
+        assert f"claims to be by {ann} ({ann}) but is owned by {eve}" in log, log[-3000:]
+        stamps = {u: (course / "submitted" / u / A / "timestamp.txt").read_text() for u in (ann, eve)}
+        assert "2099" not in stamps[ann] and "2000" not in stamps[eve], stamps
+        now = time.time()
+        for user, stamp in stamps.items():
+            seen = parse_utc(stamp.strip()).replace(tzinfo=timezone.utc).timestamp()
+            assert abs(now - seen) < 600, f"{user}'s hand-in is dated {stamp}, not when it came"
+        graded = course_autograde(course, A)
+        assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
+        scores = read_scores(course, A)
+        assert all(s == m for s, m, manual in scores[ann].values() if not manual), scores[ann]
+        assert all(s == 0 for s, _, manual in scores[eve].values() if not manual), scores[eve]
+        _, rows = score_table(gradebook_url(course), [A], course)
+        problems = {r[0]: r[-1] for r in rows}
+        assert f"owned by {eve}" in problems[ann] and f"owned by {eve}" in problems[eve], problems
+        shutil.rmtree(top, ignore_errors=True)

@@ -301,3 +301,44 @@ def test_a_changed_link_is_graded_again(tmp_path):
     (handin / "self_attention.ipynb").unlink()
     (handin / "self_attention.ipynb").symlink_to(tmp_path / "two.ipynb")
     assert fingerprint(tmp_path, "01", "eve", "base") != first
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give folders to other users")
+def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_cannot_set(tmp_path):
+    """inbound/ folders named for a classmate, dated in the future or in the past, links, unknown users: only the
+    owner's own folders are taken, each at its inode change time (now), never at the time its name says."""
+    import pwd
+    import time
+
+    inbound = tmp_path / "inbound"
+    inbound.mkdir()
+    daemon, nobody = pwd.getpwnam("daemon").pw_uid, pwd.getpwnam("nobody").pw_uid
+    past, future = "2000-01-01 00:00:00.000000 UTC", "2099-01-01 00:00:00.000000 UTC"
+    folders = {f"daemon+A+{past}+r1": daemon,  # her own, backdated: taken, at the time it was made
+               f"daemon+A+{future}+r2": nobody,  # in a classmate's name: refused
+               f"nobody+A+{future}+r3": nobody,  # her own, dated in the future: refused
+               f"s123+A+{past}+r4": daemon,  # an id whose login differs (the course's table): taken
+               f"ghost+A+{past}+r5": nobody}  # no such user: refused
+    for name, uid in folders.items():
+        (inbound / name).mkdir()
+        (inbound / name / "timestamp.txt").write_text(name.split("+")[2])
+        os.chown(inbound / name, uid, uid)
+    (inbound / f"nobody+A+{past}+r6").symlink_to(tmp_path)
+    os.lchown(inbound / f"nobody+A+{past}+r6", nobody, nobody)
+    names = sorted(p.name for p in inbound.iterdir())
+    before = time.time()
+    taken, refused = trust.inbound_entries(inbound, names, {"s123": "daemon"})
+    assert sorted(e.name for e in taken) == [f"daemon+A+{past}+r1", f"s123+A+{past}+r4"]
+    assert all(abs(e.seen.timestamp() - before) < 60 for e in taken), [e.seen for e in taken]
+    why = {r["entry"].split("+")[-1]: r["why"] for r in refused}
+    assert set(why) == {"r2", "r3", "r5", "r6"}, why
+    assert "claims to be by daemon" in why["r2"] and "owned by nobody" in why["r2"]
+    assert "future" in why["r3"] and "no Unix user ghost" in why["r5"] and "link" in why["r6"]
+    # an exchange only one user writes (the course's own exchange/): owners are not checked, times still are
+    taken, refused = trust.inbound_entries(inbound, names, {}, check_owner=False)
+    assert {r["entry"].split("+")[-1] for r in refused} == {"r2", "r3", "r6"}
+    # what collect refused reaches the grade table's row of the named student and of the owner
+    trust.record_refusals(tmp_path, "A", [r for r in trust.inbound_entries(inbound, names, {})[1]])
+    said = trust.refusals(tmp_path, "A")
+    assert any("owned by nobody" in n for n in said["daemon"]) and any("owned by nobody" in n for n in said["nobody"])
+    assert trust.refusals(tmp_path, "B") == {}

@@ -145,7 +145,8 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
     Returns the header and one row per student: id, a score per assignment
     (blank where nothing was submitted, :data:`NOT_GRADED` where autograding did not finish), the total, the maximum, how many
     answers still wait for manual grading (in the formgrader), and the problems
-    that kept a hand-in from being graded (a missing or unreadable notebook).
+    that kept a hand-in from being graded (a missing or unreadable notebook) or that collect refused (a hand-in
+    in another's name, one dated in the future).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -154,10 +155,12 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
         maxima = {a: gb.find_assignment(a).max_score for a in graded}
         rows = []
         notebooks = {a: [nb.name for nb in gb.find_assignment(a).notebooks] for a in graded}
+        refused = {a: trust.refusals(course, a) for a in graded}  # hand-ins collect would not take
         for student in sorted(gb.students, key=lambda s: s.id):
             row, total, pending, problems = [student.id], 0.0, 0, []
             for a in graded:
                 problems += [f"{a}: {p}" for p in submission_problems(course, student.id, a, notebooks[a])]
+                problems += [f"{a}: {p}" for p in refused[a].get(student.id, [])]
                 try:
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:

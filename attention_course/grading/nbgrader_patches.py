@@ -15,6 +15,10 @@ other nbgrader it stops with a message naming what it would patch, because each 
     Reads ``timestamp.txt`` only when it is a small regular file (:func:`.trust.read_small`).
 ``Exchange.do_copy``
     Copies with :func:`.trust.safe_copy`: never through a link (collect, submit, release, fetch).
+``ExchangeCollect.init_src`` / ``do_copy``
+    Takes an inbound folder only as :func:`.trust.inbound_entries` allows (on a shared exchange, owned by the
+    Unix user of the student id it claims; never dated in the future), at the time it trusts (the folder's inode
+    change time), which it writes into ``submitted/``'s ``timestamp.txt``; refusals are logged and recorded.
 ``Grade.manual_score`` / ``Grade.extra_credit``
     Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
     a script, or a page that was made to call that API.
@@ -38,7 +42,7 @@ from . import trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
-           "Exchange.do_copy", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "Exchange.do_copy", "ExchangeCollect.init_src/do_copy", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "nbgraderformat.common.jsonschema"]
 _installed = False
 
@@ -207,6 +211,65 @@ def _exchange() -> None:
                             self.log.warning("Could not update permissions of %s to make it groupshared", path)
 
     Exchange.do_copy = do_copy
+    _collect()
+
+
+def _collect() -> None:
+    """``ExchangeCollect``: which inbound folders are taken and when they came is :func:`.trust.inbound_entries`'s
+    call, never the folder's name or its ``timestamp.txt``; ``submitted/<id>/<assignment>/timestamp.txt`` is
+    re-written with the trusted time. Owners are checked on a shared exchange (not the course's own ``exchange/``
+    folder, where every hand-in is the one user's) unless ``check_owner`` is off."""
+    import glob
+
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.exchange.default.collect import ExchangeCollect, groupby
+    from nbgrader.exchange.default.exchange import Exchange
+    from nbgrader.utils import check_mode, parse_utc
+
+    def init_src(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        if not check_mode(self.inbound_path, read=True, execute=True):
+            self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
+        course = Path(self.coursedir.root)
+        pattern = "{}+{}+*".format(self.coursedir.student_id or "*", self.coursedir.assignment_id)
+        names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(glob.escape(self.inbound_path), pattern)))
+        shared = Path(self.root).resolve() != (course / "exchange").resolve()
+        taken, refused = trust.inbound_entries(Path(self.inbound_path), names, trust.logins_table(course),
+                                               check_owner=shared and self.check_owner)
+        for entry in refused:
+            self.log.warning("Refused %s: %s", trust.display_name(entry["entry"]), entry["why"])
+        trust.record_refusals(course, self.coursedir.assignment_id, refused)
+        self._trusted_stamps = {e.name: trust.trusted_timestamp(e.seen) for e in taken}
+        records = [{"username": e.student, "filename": e.name, "timestamp": parse_utc(self._trusted_stamps[e.name])}
+                   for e in taken]
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                self.duedate = None
+        newest_first = [sorted(v, key=lambda r: r["timestamp"], reverse=True)
+                        for v in groupby(records, lambda r: r["username"]).values()]
+        if self.duedate is None or not self.before_duedate:
+            self.src_records = [v[0] for v in newest_first]
+        else:
+            self.src_records = [next((r for r in v if r["timestamp"] <= self.duedate), v[0]) for v in newest_first]
+
+    def do_copy(self, src, dest, log=None):
+        Exchange.do_copy(self, src, dest, log)
+        trusted = getattr(self, "_trusted_stamps", {}).get(os.path.basename(src))
+        if trusted is not None:  # the student's own timestamp.txt says nothing the grader trusts
+            stamp = Path(dest) / "timestamp.txt"
+            if stamp.is_symlink() or stamp.exists():
+                stamp.unlink()
+            stamp.write_text(trusted, encoding="utf-8")
+
+    ExchangeCollect.init_src = init_src
+    ExchangeCollect.do_copy = do_copy
 
 
 # -- the gradebook: scores within what a cell allows ------------------------------------------------

@@ -11,6 +11,10 @@ Files (:mod:`.files`)
     files and the release's, nothing else of the course), :func:`safe_copy` (copies never follow links),
     :func:`exchange_metadata` (the exchange's small files re-written from validated values), :func:`plain_id`
     (ids are plain names), :func:`display_name` (file names printed with control characters escaped).
+Exchange (:mod:`.exchange`)
+    :func:`inbound_entries` (collect takes a folder of ``inbound/`` only from the Unix user of the id it claims,
+    at the time the grader can trust, never dated in the future), :func:`refusals` (what it refused, for the
+    grade table).
 Notebooks (:mod:`.notebook`)
     :func:`rebuilt_cells` (cells, roles, points, locked sources and order come from the gradebook and the
     master), :func:`student_names` (what the judge may take from a kernel), :func:`changed_in_place` (a
@@ -23,13 +27,15 @@ Pages (:mod:`.pages`)
 
 from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
                     kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
+from .exchange import inbound_entries, logins_table, record_refusals, refusals, trusted_timestamp
 from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, rebuilt_cells,
                        student_names)
 from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell,
                     inert_outputs, shown_failure)
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
-           "inspect_handin", "kernel_files", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
+           "inspect_handin", "kernel_files", "inbound_entries", "logins_table", "record_refusals", "refusals",
+           "trusted_timestamp", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
            "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names",
            "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell",
            "inert_outputs", "shown_failure"]

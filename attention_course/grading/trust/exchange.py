@@ -1,0 +1,145 @@
+"""The exchange's inbound folder: which hand-ins collect may take, whose they are and when they came.
+
+A folder in ``inbound/`` is named ``<student>+<assignment>+<time>+<random>`` by whoever wrote it, and its
+``timestamp.txt`` is the student's too: neither may say who handed in or when. The owner of the folder (its
+inode, which only root can change) says who; its inode change time, which its owner can move forward (by changing
+the folder) but never back, says when.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+#: Where collect records what it refused, one JSON object a line, beside the gradebook (the grade table reads it).
+REFUSALS = "collect-refused.jsonl"
+#: How far ahead of the collecting machine's clock a folder's name may be dated (clocks of a hub's machines drift).
+FUTURE_SLACK_S = 300
+#: What nbgrader writes in timestamp.txt (its ``timestamp_format``).
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f %Z"
+
+
+@dataclass
+class Inbound:
+    """One folder of ``inbound/`` collect may take: whose it is and when it came (as the grader can trust)."""
+
+    name: str
+    student: str
+    seen: datetime  # the folder's inode change time, UTC
+
+
+def login_of(student: str, logins: dict) -> str:
+    """The Unix login of a student id: the course's table where ids and logins differ, else the id itself."""
+    return logins.get(student, student)
+
+
+#: The course's table of student ids whose Unix login differs: ``student_id,login`` lines, beside the gradebook.
+LOGINS = "student_logins.csv"
+
+
+def logins_table(course: Path) -> dict[str, str]:
+    """Student id -> Unix login, from the course's :data:`LOGINS` file (none: every id is its login)."""
+    import csv
+
+    try:
+        with open(course / LOGINS, newline="", encoding="utf-8") as f:
+            return {row[0].strip(): row[1].strip() for row in csv.reader(f)
+                    if len(row) >= 2 and row[0].strip() and row[0].strip() != "student_id"}
+    except OSError:
+        return {}
+
+
+def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: bool = True,
+                    now: float | None = None) -> tuple[list[Inbound], list[dict]]:
+    """Which of the folders ``names`` of ``inbound`` collect may take, and each refused one with why.
+
+    Taken: a real folder (not a link) whose owner is the Unix user of the student id its name claims
+    (:func:`login_of`; not checked where ``check_owner`` is off: an exchange only one user writes), not dated in
+    the future. Its time is its inode change time, never its name or its ``timestamp.txt``. A refused folder is
+    never collected, so it replaces nobody's hand-in."""
+    from pwd import getpwnam, getpwuid
+
+    now = time.time() if now is None else now
+    taken, refused = [], []
+    for name in names:
+        parts = name.split("+")
+        student = "+".join(parts[:-3]) if len(parts) >= 4 else parts[0]
+        why, owner = "", ""
+        try:
+            info = os.lstat(inbound / name)
+        except OSError as exc:
+            why = f"unreadable ({exc.strerror})"
+        if not why:
+            try:
+                owner = getpwuid(info.st_uid).pw_name
+            except KeyError:
+                owner = f"uid {info.st_uid}"
+            login = login_of(student, logins)
+            try:
+                expected = getpwnam(login).pw_uid
+            except KeyError:
+                expected = None
+            if not stat.S_ISDIR(info.st_mode):
+                why = "not a folder (a link or a file)"
+            elif check_owner and expected is None:
+                why = f"claims to be by {student}, but there is no Unix user {login}"
+            elif check_owner and info.st_uid != expected:
+                why = f"claims to be by {student} ({login}) but is owned by {owner}"
+            elif (claimed := _claimed(parts)) is not None and claimed > now + FUTURE_SLACK_S:
+                why = f"dated in the future ({datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC)"
+        if why:
+            refused.append({"entry": name, "student": student, "owner": owner, "why": why})
+        else:
+            taken.append(Inbound(name, student, datetime.fromtimestamp(info.st_ctime, timezone.utc)))
+    return taken, refused
+
+
+def _claimed(parts: list[str]) -> float | None:
+    """The time a folder's name claims, in seconds, or None where it cannot be read."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        return parse_utc(parts[-2] if len(parts) >= 4 else parts[2]).replace(tzinfo=timezone.utc).timestamp()
+    except (ValueError, IndexError, OverflowError, TypeError):
+        return None
+
+
+def trusted_timestamp(when: datetime) -> str:
+    """``timestamp.txt`` as the grader writes it in ``submitted/``: the time collect trusts."""
+    return when.strftime(TIMESTAMP_FORMAT)
+
+
+def record_refusals(course: Path, assignment: str, refused: list[dict]) -> None:
+    """Append what collect refused to the course's record, for the grade table's problems column."""
+    if not refused:
+        return
+    with open(course / REFUSALS, "a", encoding="utf-8") as f:
+        for entry in refused:
+            f.write(json.dumps({"assignment": assignment, "at": time.time(), **entry}) + "\n")
+
+
+def refusals(course: Path, assignment: str) -> dict[str, list[str]]:
+    """Student id -> what collect refused of this assignment in that student's name, or handed in by that
+    student's login in another's name (one line each)."""
+    ids = {login: student for student, login in logins_table(course).items()}
+    found: dict[str, dict[str, str]] = {}
+    try:
+        lines = (course / REFUSALS).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("assignment") != assignment:
+            continue
+        note = f"a hand-in refused by collect: {rec.get('why', '')}"
+        for who in {rec.get("student", ""), ids.get(rec.get("owner", ""), rec.get("owner", ""))} - {""}:
+            found.setdefault(who, {})[rec.get("entry", "")] = note
+    return {who: sorted(set(notes.values())) for who, notes in found.items()}
