@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -101,9 +102,8 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
             pytest.skip("needs root and useradd: the students are real Unix users")
         top = Path(tempfile.mkdtemp(prefix="attn-exchange-"))  # under /tmp: the students can reach it
         os.chmod(top, 0o755)
-        exchange = top / "exchange"
-        exchange.mkdir(mode=0o1777)
-        os.chmod(exchange, 0o1777)
+        exchange = top / "exchange"  # nbgrader needs it writable by all: release makes it 1777 (sticky, as /tmp)
+        exchange.mkdir()
         course = new_course(tmp_path, [A])
         nbgrader(course, "generate_assignment", A, "--force")
         nbgrader(course, "release_assignment", A, "--force", f"--Exchange.root={exchange}")
@@ -125,15 +125,27 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
         os.chown(homes[ann] / A / NOTEBOOK, uids[0], uids[0])
         as_unix(ann, uids[0], str(BIN / "nbgrader"), "submit", A, *course_flags)
         inbound = exchange / COURSE_ID / "inbound"
+        real = next(p.name for p in inbound.iterdir() if p.name.startswith(f"{ann}+"))  # even knowing its name (no
+        # student can list inbound/; its entries are 0777, nbgrader's choice, so a name known lets their files go)
         plant = ("import os, shutil, sys\n"
-                 "inbound, blank, entries = sys.argv[1], sys.argv[2], sys.argv[3:]\n"
+                 "inbound, blank, real, entries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]\n"
                  "for name in entries:\n"
                  "    os.mkdir(os.path.join(inbound, name))\n"
                  "    shutil.copy(blank, os.path.join(inbound, name))\n"
-                 "    open(os.path.join(inbound, name, 'timestamp.txt'), 'w').write(name.split('+')[2])\n")
+                 "    open(os.path.join(inbound, name, 'timestamp.txt'), 'w').write(name.split('+')[2])\n"
+                 "for attempt in (lambda: os.rename(os.path.join(inbound, real), os.path.join(inbound, 'x')),\n"
+                 "                lambda: os.rename(os.path.dirname(inbound), os.path.dirname(inbound) + '-x')):\n"
+                 "    try:\n"
+                 "        attempt()\n"
+                 "        print('DONE')\n"
+                 "    except OSError:\n"
+                 "        print('REFUSED')\n")
         forged = f"{ann}+{A}+2099-01-01 00:00:00.000000 UTC+forged"
         early = f"{eve}+{A}+2000-01-01 00:00:00.000000 UTC+early"
-        as_unix(eve, uids[1], sys.executable, "-c", plant, str(inbound), str(homes[eve] / A / NOTEBOOK), forged, early)
+        tried = as_unix(eve, uids[1], sys.executable, "-c", plant, str(inbound), str(homes[eve] / A / NOTEBOOK), real,
+                        forged, early)
+        assert tried.stdout.split() == ["REFUSED"] * 2, f"rename ann's hand-in, rename the course: {tried.stdout}"
+        assert all(stat.S_IMODE(p.stat().st_mode) & stat.S_ISVTX for p in (exchange, inbound)), "not sticky"
 
         collected = nbgrader(course, "collect", A, f"--Exchange.root={exchange}")
         log = collected.stdout + collected.stderr

@@ -19,6 +19,9 @@ other nbgrader it stops with a message naming what it would patch, because each 
     Takes an inbound folder only as :func:`.trust.inbound_entries` allows (on a shared exchange, owned by the
     Unix user of the student id it claims; never dated in the future), at the time it trusts (the folder's inode
     change time), which it writes into ``submitted/``'s ``timestamp.txt``; refusals are logged and recorded.
+``ExchangeReleaseAssignment.ensure_root`` / ``init_dest``
+    Make the exchange and ``inbound/`` sticky (as ``/tmp``; stock nbgrader makes the exchange 0777): a student
+    cannot rename the course folder away, nor rename or remove a classmate's hand-in.
 ``Grade.manual_score`` / ``Grade.extra_credit``
     Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
     a script, or a page that was made to call that API.
@@ -34,6 +37,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 
 import nbgrader
@@ -42,7 +46,8 @@ from . import trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
-           "Exchange.do_copy", "ExchangeCollect.init_src/do_copy", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "Exchange.do_copy", "ExchangeCollect.init_src/do_copy",
+           "ExchangeReleaseAssignment.ensure_root/init_dest", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "nbgraderformat.common.jsonschema"]
 _installed = False
 
@@ -270,6 +275,27 @@ def _collect() -> None:
 
     ExchangeCollect.init_src = init_src
     ExchangeCollect.do_copy = do_copy
+
+    from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
+
+    release_init_dest = ExchangeReleaseAssignment.init_dest
+
+    release_ensure_root = ExchangeReleaseAssignment.ensure_root
+
+    def sticky(folder: Path) -> None:
+        if folder.stat().st_uid == os.geteuid():
+            folder.chmod(folder.stat().st_mode & 0o7777 | stat.S_ISVTX)
+
+    def ensure_root(self):  # the exchange sticky, as /tmp: nobody renames the instructor's course folder away
+        release_ensure_root(self)
+        sticky(Path(self.root))
+
+    def init_dest(self):  # inbound/ sticky: a student cannot rename or remove a classmate's hand-in
+        release_init_dest(self)
+        sticky(Path(self.inbound_path))
+
+    ExchangeReleaseAssignment.ensure_root = ensure_root
+    ExchangeReleaseAssignment.init_dest = init_dest
 
 
 # -- the gradebook: scores within what a cell allows ------------------------------------------------
