@@ -24,7 +24,7 @@ from nbgrader.preprocessors import (
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
 from attention_course.grading.autograde import FINGERPRINT
-from attention_course.grading.course import CATALOGUE
+from attention_course.grading.course import CATALOGUE, COURSE_ID
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.nbgrader_ext import (
     DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
@@ -42,7 +42,7 @@ from sqlalchemy.exc import SAWarning  # noqa: E402
 warnings.filterwarnings("ignore", category=SAWarning)
 warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
 
-c.CourseDirectory.course_id = "attention-from-scratch"
+c.CourseDirectory.course_id = COURSE_ID  # "attention-from-scratch"
 
 # --- Exchange (release, fetch, submit, collect, feedback) -----------------------
 # Out of the box the exchange is a folder of the course (exchange/, git-ignored), so the Assignment

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_course.checks import EXPECTED_LOG
-from attention_course.grading.course import ROOT, cell_scores, gradebook_url, scratch_course
+from attention_course.grading.course import COURSE_ID, ROOT, cell_scores, gradebook_url, scratch_course
 from attention_course.grading.cells import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
@@ -52,7 +52,6 @@ def trains_a_model(assignment: str) -> bool:
     return any("NBGRADER_EXECUTION" in s for s in sources) and any('f"step {' in s for s in sources)
 
 
-COURSE_ID = "attention-from-scratch"
 
 
 def as_student(home, user: str, exchange, *args: str) -> subprocess.CompletedProcess:

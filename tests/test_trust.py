@@ -342,3 +342,32 @@ def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_ca
     said = trust.refusals(tmp_path, "A")
     assert any("owned by nobody" in n for n in said["daemon"]) and any("owned by nobody" in n for n in said["nobody"])
     assert trust.refusals(tmp_path, "B") == {}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_doctor_names_what_the_exchange_and_the_homes_leave_open(tmp_path):
+    """`make doctor`'s exchange rows: an exchange that is not sticky, a course folder a student made first, an
+    inbound/ students can list, homes others can enter are OPEN; the modes release leaves hold."""
+    import pwd
+
+    from attention_course.grading.doctor import exchange_findings
+
+    root, homes = tmp_path / "exchange", tmp_path / "home"
+    for folder, mode in ((root, 0o777), (homes, 0o755), (homes / "ann", 0o755), (homes / "ben", 0o700)):
+        folder.mkdir()
+        folder.chmod(mode)
+
+    def marks():
+        return {name: ok for name, ok, _ in exchange_findings(str(root), "c", str(homes))}
+
+    assert marks() == {"exchange": False, "course": False, "homes": False}
+    (root / "c").mkdir()
+    os.chown(root / "c", pwd.getpwnam("nobody").pw_uid, -1)  # a student made it before the first release
+    (root / "c" / "inbound").mkdir()
+    (root / "c" / "inbound").chmod(0o2777)
+    assert marks() == {"exchange": False, "course": False, "inbound": False, "homes": False}
+    os.chown(root / "c", os.geteuid(), -1)
+    root.chmod(0o1777)
+    (root / "c" / "inbound").chmod(0o3733)
+    (homes / "ann").chmod(0o750)
+    assert marks() == {"exchange": True, "course": True, "inbound": True, "homes": True}

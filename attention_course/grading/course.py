@@ -56,6 +56,8 @@ def unusable_folders(course: Path) -> list[str]:
 #: class and the bench hand in), beside its master in source/<id>/. nbgrader never copies it (nbgrader_config.py
 #: lists it in ``CourseDirectory.ignore``): no release, solution, autograded folder or feedback holds it.
 CATALOGUE = "catalogue.py"
+#: The course's id in nbgrader (the exchange's folder for it; ``nbgrader_config.py`` sets it).
+COURSE_ID = "attention-from-scratch"
 
 
 def exchange_root(course: Path) -> str:

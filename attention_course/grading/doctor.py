@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from . import cgroups, kernel
 
@@ -182,6 +183,54 @@ def refused(report: dict, settings: dict, accepted: set[str]) -> list[str]:
     return [name for name, ok, _ in layers(report, settings) if ok is False and name in REQUIRED and name not in accepted]
 
 
+def exchange_findings(root: str, course_id: str, homes: str = "/home") -> list[tuple[str, bool | None, str]]:
+    """What students can do to each other through the exchange and their homes: (what, holds?, why) rows for the
+    exchange root, the course's folder in it, its ``inbound/`` and the homes under ``homes``."""
+    import stat
+
+    rows = []
+    try:
+        mode = stat.S_IMODE(os.stat(root).st_mode)
+    except OSError:
+        return [("exchange", None, f"{root} does not exist yet (the first release makes it)")]
+    if not mode & 0o002:
+        rows.append(("exchange", False, f"{root} is {mode:04o}: students' nbgrader commands refuse an exchange "
+                                        "they cannot write (make it 1777)"))
+    else:
+        rows.append(("exchange", bool(mode & stat.S_ISVTX), f"{root} is {mode:04o}" + (
+            " (sticky: nobody renames another's folder)" if mode & stat.S_ISVTX else
+            ": not sticky, any user can rename the course folder away (release once: the course makes it 1777)")))
+    course = os.path.join(root, course_id)
+    try:
+        info = os.stat(course)
+    except OSError:
+        rows.append(("course", False, f"{course} is not made yet: any user can make it first and stop your releases "
+                                      "(release an assignment now)"))
+    else:
+        mine = info.st_uid == os.geteuid()
+        rows.append(("course", mine, f"{course} is owned by uid {info.st_uid}" + (
+            " (you)" if mine else ": not you; a squatter's? remove it as root, then release")))
+        try:
+            inbound = stat.S_IMODE(os.stat(os.path.join(course, "inbound")).st_mode)
+        except OSError:
+            rows.append(("inbound", None, "no inbound/ yet (the first release makes it)"))
+        else:
+            holds = bool(inbound & stat.S_ISVTX) and not inbound & 0o004
+            rows.append(("inbound", holds, f"inbound/ is {inbound:04o}" + (
+                " (sticky, not listable by students)" if holds else
+                ": students can list it or rename each other's hand-ins (release again: the course makes it sticky)")))
+    try:
+        open_homes = sorted(h for h in os.listdir(homes)
+                            if os.path.isdir(os.path.join(homes, h)) and os.stat(os.path.join(homes, h)).st_mode & 0o005)
+    except OSError:
+        open_homes = []
+    rows.append(("homes", not open_homes, f"{len(open_homes)} home(s) in {homes} others can enter or list"
+                 + (f" ({', '.join(open_homes[:5])}{', ...' if len(open_homes) > 5 else ''}): a student can read a "
+                    "classmate's nbgrader cache and fetched feedback there; chmod 0700 (or 0750) them"
+                    if open_homes else "")))
+    return rows
+
+
 def main(settings: dict, course_file: str) -> int:
     report = probe(settings, course_file)
     print("Sandbox layers on this host: what every kernel that runs a hand-in gets (a real probe, not a guess)\n")
@@ -205,6 +254,17 @@ def main(settings: dict, course_file: str) -> int:
         print("\nWhat the sandbox reported it could not do:")
         for note in notes:
             print(f"  - {note}")
+    from .course import COURSE_ID, exchange_root
+
+    course = Path(os.path.abspath(course_file)).parent
+    root = exchange_root(course)
+    print("\nThe exchange and the homes: what students can do to each other's work")
+    findings = exchange_findings(root, COURSE_ID)
+    if Path(root).resolve() == (course / "exchange").resolve():  # out of the box: one user, nobody to fear
+        findings = [("exchange", None, f"{root} is the course's own (one machine, one user); on a hub set "
+                                       "Exchange.root for everybody (README, \"The exchange\")"), findings[-1]]
+    for name, ok, text in findings:
+        print(f"  [{'holds' if ok else 'n/a' if ok is None else 'OPEN':^7}] {name:<10} {text}")
     print(f"\nGrader: uid {os.geteuid()}{' (root)' if os.geteuid() == 0 else ''}, Python {sys.version.split()[0]}, "
           f"Linux {os.uname().release}")
     return 0
