@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test sweep audit bench bench-class lab doctor clean
+.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test sweep audit bench bench-class lab hub hub-env doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -66,7 +66,7 @@ similarity: $(STAMP) ## Which hand-ins share their code: pairs ranked, side by s
 	$(BIN)/python -m attention_course.grading similarity $(A)
 
 check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or browser; run after every change (1 to 2 min)
-	$(BIN)/ruff check attention_course tools tests nbgrader_config.py $(wildcard source/*/catalogue.py)
+	$(BIN)/ruff check attention_course tools tests deploy nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute); the representative part of each catalogue (make sweep takes all) (~12 min; docs/testing.md)
@@ -92,6 +92,13 @@ doctor: $(STAMP) ## Which layers of the kernels' sandbox hold on this host, and 
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)
+
+hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructor and STUDENTS (default 2) as real Unix users, made and removed; loopback PORT (8000); Ctrl-C stops it (root; docs/jupyterhub.md)
+	$(BIN)/python -m attention_course.grading.hub $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
+	  $(if $(HUB_ENV),--env $(HUB_ENV))
+
+hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~2 min the first time)
+	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -34,6 +34,7 @@ c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
 # nbgrader 0.9.6 and nbformat warn about their own internals on every hand-in (SQLAlchemy's
 # "not in session" autoflush notes, cells without ids in old notebooks): nothing an instructor can act on.
+import os  # noqa: E402
 import warnings  # noqa: E402
 
 from nbformat.warnings import MissingIDFieldWarning  # noqa: E402
@@ -43,6 +44,8 @@ warnings.filterwarnings("ignore", category=SAWarning)
 warnings.filterwarnings("ignore", category=MissingIDFieldWarning)
 
 c.CourseDirectory.course_id = COURSE_ID  # "attention-from-scratch"
+# The course is this file's folder wherever nbgrader starts (a JupyterHub server opened on it starts in the home).
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 
 # --- Exchange (release, fetch, submit, collect, feedback) -----------------------
 # Out of the box the exchange is a folder of the course (exchange/, git-ignored), so the Assignment
@@ -51,7 +54,6 @@ c.CourseDirectory.course_id = COURSE_ID  # "attention-from-scratch"
 # Exchange.root in the system's nbgrader configuration (/etc/jupyter/nbgrader_config.py), which this file then
 # keeps (an ssh or cron shell of the instructor finds the class's exchange too), or NBGRADER_EXCHANGE_ROOT for
 # the servers (README, "Exchange"); the variable wins (attention_course.grading.course.exchange_root).
-import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from attention_course.grading.course import exchange_root  # noqa: E402
@@ -87,13 +89,7 @@ c.GenerateAssignment.preprocessors = [
 ]
 # Solutions may be published after the deadline: they run the visible tests
 # only, and never show the hidden ones.
-# nbgrader's own execution (solutions, Validate) waits at most 4 s, by default, for a cell's last output after its
-# reply; a cell that trains a model on a busy machine (make solutions while a class is graded) takes longer, and
-# the whole notebook would fail. The course's cells have their own time limit.
-c.Execute.iopub_timeout = 30
-# and at most 30 s, by default, for a cell to finish: assignment 5's full training (about 9 s alone) took longer
-# when generated beside a graded class on two cores, and its solutions lost the trained figure.
-c.Execute.timeout = 300
+# nbgrader's own execution (solutions, Validate) waits longer than its defaults: validate_settings below.
 c.GenerateSolution.preprocessors = [
     IncludeHeaderFooter,
     LockCells,
@@ -125,21 +121,11 @@ c.JudgedExecute.memory_limit = 4 * 2**30
 c.JudgedExecute.processes = 64
 
 # --- Validate (the students' button) ------------------------------------------
-# Validate runs a notebook in the student's own kernel and, stock, fails every test cell that printed
-# anything on stderr (a PyTorch UserWarning, say). Autograde judges tests outside that kernel, where
-# nothing printed can cost points; so that both agree, Validate drops stderr before it judges.
-# (nbgrader 0.9.6 does not expose Validator.preprocessors to configuration: its default list is extended.)
-from nbgrader.preprocessors import IgnorePattern  # noqa: E402
-from nbgrader.validator import Validator  # noqa: E402
+# Stderr dropped before judging, whole lines, longer waits: one function, which the students' servers on
+# JupyterHub call too (deploy/jupyterhub/student/nbgrader_config.py), so both Validates agree.
+from attention_course.grading.nbgrader_ext import validate_settings  # noqa: E402
 
-_validate_steps = Validator.class_traits()["preprocessors"].default_args[0]
-if IgnorePattern not in _validate_steps:
-    _validate_steps.append(IgnorePattern)
-c.IgnorePattern.enabled = True
-c.IgnorePattern.pattern = r"(?s)."
-# Validate cuts every line of its report at 90 characters; a check's message names the misconception at
-# its end, so lines are kept whole.
-c.Validator.width = 10000
+validate_settings(c)
 
 # --- Feedback --------------------------------------------------------------
 # Pages that work offline: formulas become MathML (TypesetMath, also in Formgrader) and the course's

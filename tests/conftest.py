@@ -44,7 +44,7 @@ def pytest_terminal_summary(terminalreporter):
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
 SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
 SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
-                "test_faults.py"}
+                "test_faults.py", "test_hub.py"}
 
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
@@ -54,6 +54,7 @@ CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
 LONG_MODULES = ["test_release.py",  # ~355 s
                 "test_parallel.py",  # ~335 s
                 "test_browser.py",  # ~140 s
+                "test_hub.py",  # ~100 s
                 "test_sandbox.py",  # ~70 s
                 "test_faults.py",  # ~60 s
                 "test_browser_inert.py",  # ~50 s

@@ -95,13 +95,17 @@ def unix_users(*names: str):
 def answer_into(fetched: Path, answered: dict) -> None:
     """Write the answers of notebook ``answered`` into the released notebook ``fetched`` a student works in
     (its cells, ids and metadata kept: only the source of solution cells changes)."""
-    released = read_notebook(fetched)
+    fetched.write_text(json.dumps(answered_notebook(read_notebook(fetched), answered)), encoding="utf-8")
+
+
+def answered_notebook(released: dict, answered: dict) -> dict:
+    """The released notebook ``released`` with the solution cells' source of ``answered`` (changed in place)."""
     by_id = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in answered["cells"]}
     for cell in released["cells"]:
         gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
         if gid and gid in by_id and cell["metadata"]["nbgrader"].get("solution"):
             cell["source"] = by_id[gid]["source"]
-    fetched.write_text(json.dumps(released), encoding="utf-8")
+    return released
 
 
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

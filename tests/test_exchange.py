@@ -3,8 +3,8 @@
 The instructor releases into the course-local exchange (``exchange/``, set in nbgrader_config.py);
 each student fetches from their own folder, answers and submits; the instructor collects,
 autogrades with the course command, writes and releases feedback; each student fetches it. A third
-"student" plants a submission of links straight into the shared inbound: collect keeps them links (never
-their targets), and autograde refuses them, scores 0 and says why.
+"student" plants a submission of links straight into the shared inbound: collect takes nothing of it, says why
+and records the refusal for the grade table.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pytest
 from nbgrader.utils import parse_utc
 
 from attention_course.grading.course import available, catalogue_path, gradebook_url, score_table
+from attention_course.grading.trust.exchange import refusals
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import (
@@ -63,20 +64,15 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
     (planted / NOTEBOOK).symlink_to(course / "source" / A / NOTEBOOK)
     (planted / "passwd.txt").symlink_to("/etc/passwd")
     (planted / "timestamp.txt").write_text(eve.split("+")[2])
+    (planted / "submission_secret.txt").write_text("0" * 64)
 
-    nbgrader(course, "collect", A)
-    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben", "eve"]
-    collected = course / "submitted" / "eve" / A
-    assert (collected / NOTEBOOK).is_symlink() and (collected / "passwd.txt").is_symlink(), \
-        "collect copied a link's target instead of the link"
+    collected = nbgrader(course, "collect", A)
+    assert "a symbolic link: nothing of it is collected" in collected.stdout + collected.stderr, collected.stderr[-3000:]
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben"], \
+        "a hand-in of links left something in submitted/"
+    assert "symbolic link" in " ".join(refusals(course, A)["eve"]), "the refusal is not on record for the grade table"
     graded = course_autograde(course, A)
-    assert "Graded 3" in graded.stderr, graded.stderr[-3000:]
-    assert all(s == 0 for s, _, manual in read_scores(course, A)["eve"].values() if not manual)
-    header, rows = score_table(gradebook_url(course), [A], course)
-    problems = next(r[-1] for r in rows if r[0] == "eve")
-    assert "refused" in problems and "symbolic link" in problems, problems
-    assert not [p for p in (course / "autograded" / "eve" / A).iterdir() if p.name not in (NOTEBOOK, "timestamp.txt",
-                                                                                          ".autograde-fingerprint")]
+    assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
     scores = read_scores(course, A)
     assert all(s == m for s, m, manual in scores["ann"].values() if not manual), scores["ann"]
     assert {n for n, (s, m, manual) in scores["ben"].items() if not manual and s < m} == set(mistake.loses)
@@ -133,6 +129,7 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
                  "    os.mkdir(os.path.join(inbound, name))\n"
                  "    shutil.copy(blank, os.path.join(inbound, name))\n"
                  "    open(os.path.join(inbound, name, 'timestamp.txt'), 'w').write(name.split('+')[2])\n"
+                 "    open(os.path.join(inbound, name, 'submission_secret.txt'), 'w').write('0' * 64)\n"
                  "for attempt in (lambda: os.rename(os.path.join(inbound, real), os.path.join(inbound, 'x')),\n"
                  "                lambda: os.rename(os.path.dirname(inbound), os.path.dirname(inbound) + '-x')):\n"
                  "    try:\n"

@@ -318,11 +318,21 @@ def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_ca
                f"daemon+A+{future}+r2": nobody,  # in a classmate's name: refused
                f"nobody+A+{future}+r3": nobody,  # her own, dated in the future: refused
                f"s123+A+{past}+r4": daemon,  # an id whose login differs (the course's table): taken
-               f"ghost+A+{past}+r5": nobody}  # no such user: refused
+               f"ghost+A+{past}+r5": nobody,  # no such user: refused
+               f"daemon+A+{past}+r7": daemon,  # made by hand, without nbgrader's secret: refused
+               f"daemon+A+{past}+r8": daemon,  # a classmate's file put into her folder: refused
+               f"daemon+A+{past}+r9": daemon}  # a link inside: refused, nothing of it collected
     for name, uid in folders.items():
         (inbound / name).mkdir()
-        (inbound / name / "timestamp.txt").write_text(name.split("+")[2])
+        for file in ("timestamp.txt", "submission_secret.txt"):
+            if not name.endswith("r7") or file == "timestamp.txt":
+                (inbound / name / file).write_text(name.split("+")[2])
+                os.chown(inbound / name / file, uid, uid)
         os.chown(inbound / name, uid, uid)
+    (inbound / f"daemon+A+{past}+r8" / "self_attention.ipynb").write_text("{}")
+    os.chown(inbound / f"daemon+A+{past}+r8" / "self_attention.ipynb", nobody, nobody)
+    (inbound / f"daemon+A+{past}+r9" / "self_attention.ipynb").symlink_to("/etc/passwd")
+    os.lchown(inbound / f"daemon+A+{past}+r9" / "self_attention.ipynb", daemon, daemon)
     (inbound / f"nobody+A+{past}+r6").symlink_to(tmp_path)
     os.lchown(inbound / f"nobody+A+{past}+r6", nobody, nobody)
     names = sorted(p.name for p in inbound.iterdir())
@@ -331,12 +341,15 @@ def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_ca
     assert sorted(e.name for e in taken) == [f"daemon+A+{past}+r1", f"s123+A+{past}+r4"]
     assert all(abs(e.seen.timestamp() - before) < 60 for e in taken), [e.seen for e in taken]
     why = {r["entry"].split("+")[-1]: r["why"] for r in refused}
-    assert set(why) == {"r2", "r3", "r5", "r6"}, why
+    assert set(why) == {"r2", "r3", "r5", "r6", "r7", "r8", "r9"}, why
+    assert "no submission_secret.txt" in why["r7"]
+    assert "self_attention.ipynb, written by another user" in why["r8"]
+    assert "self_attention.ipynb, a symbolic link" in why["r9"]
     assert "claims to be by daemon" in why["r2"] and "owned by nobody" in why["r2"]
     assert "future" in why["r3"] and "no Unix user ghost" in why["r5"] and "link" in why["r6"]
     # an exchange only one user writes (the course's own exchange/): owners are not checked, times still are
     taken, refused = trust.inbound_entries(inbound, names, {}, check_owner=False)
-    assert {r["entry"].split("+")[-1] for r in refused} == {"r2", "r3", "r6"}
+    assert {r["entry"].split("+")[-1] for r in refused} == {"r2", "r3", "r6", "r7", "r9"}
     # what collect refused reaches the grade table's row of the named student and of the owner
     trust.record_refusals(tmp_path, "A", [r for r in trust.inbound_entries(inbound, names, {})[1]])
     said = trust.refusals(tmp_path, "A")

@@ -22,6 +22,8 @@ other nbgrader it stops with a message naming what it would patch, because each 
 ``ExchangeReleaseAssignment.ensure_root`` / ``init_dest``
     Make the exchange and ``inbound/`` sticky (as ``/tmp``; stock nbgrader makes the exchange 0777): a student
     cannot rename the course folder away, nor rename or remove a classmate's hand-in.
+``ExchangeSubmit.copy_files``
+    Leaves the hand-in's folder 0755 (stock: 0777), so that nobody who learns its name adds or removes its files.
 ``Grade.manual_score`` / ``Grade.extra_credit``
     Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
     a script, or a page that was made to call that API.
@@ -47,7 +49,7 @@ from . import trust
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
            "Exchange.do_copy", "ExchangeCollect.init_src/do_copy",
-           "ExchangeReleaseAssignment.ensure_root/init_dest", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "nbgraderformat.common.jsonschema"]
 _installed = False
 
@@ -295,6 +297,18 @@ def _collect() -> None:
 
     ExchangeReleaseAssignment.ensure_root = ensure_root
     ExchangeReleaseAssignment.init_dest = init_dest
+
+    from nbgrader.exchange.default.submit import ExchangeSubmit
+
+    submit_copy_files = ExchangeSubmit.copy_files
+
+    def copy_files(self):  # the hand-in's folder 0755, not stock 0777: nobody else adds or removes its files
+        submit_copy_files(self)
+        entry = Path(self.inbound_path) / self.assignment_filename
+        if entry.is_dir() and not entry.is_symlink() and entry.stat().st_uid == os.geteuid():
+            entry.chmod(0o755)
+
+    ExchangeSubmit.copy_files = copy_files
 
 
 # -- the gradebook: scores within what a cell allows ------------------------------------------------

@@ -92,11 +92,39 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
                 why = f"claims to be by {student} ({login}) but is owned by {owner}"
             elif (claimed := _claimed(parts)) is not None and claimed > now + FUTURE_SLACK_S:
                 why = f"dated in the future ({datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC)"
+            else:
+                why = _contents_problem(inbound / name, info.st_uid if check_owner else None)
         if why:
             refused.append({"entry": name, "student": student, "owner": owner, "why": why})
         else:
             taken.append(Inbound(name, student, datetime.fromtimestamp(info.st_ctime, timezone.utc)))
     return taken, refused
+
+
+def _contents_problem(entry: Path, owner: int | None) -> str:
+    """Why collect may not take what the folder ``entry`` holds ("" when it may): only files and folders (a link,
+    a pipe or a device leaves nothing in ``submitted/``: the whole folder is refused and the refusal reported);
+    on a shared exchange, all its owner's (stock nbgrader leaves a hand-in's folder 0777: whoever learns its name
+    could add files to it); and nbgrader's ``submission_secret.txt``, which its submit always writes (feedback is
+    returned under a name made from it; a folder made by hand without one would stop the release of everyone's
+    feedback)."""
+    for folder, dirs, files in os.walk(entry):
+        for item in [*dirs, *files]:
+            path = os.path.join(folder, item)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+                kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "neither a file nor a folder"
+                return f"holds {os.path.relpath(path, entry)}, {kind}: nothing of it is collected"
+            if owner is not None and info.st_uid != owner:
+                return f"holds {os.path.relpath(path, entry)}, written by another user"
+    try:
+        secret = os.lstat(entry / "submission_secret.txt")
+    except OSError:
+        return "not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be returned)"
+    return "" if stat.S_ISREG(secret.st_mode) else "its submission_secret.txt is not a file"
 
 
 def _claimed(parts: list[str]) -> float | None:

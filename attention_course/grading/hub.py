@@ -1,0 +1,315 @@
+"""A class on JupyterHub: the environment every user runs, the class's users and exchange, and a hub on one machine.
+
+``make hub`` (``python -m attention_course.grading.hub``) starts a trial class on this machine: an instructor and students
+who are real Unix users (made here, homes 0700, removed again when the hub stops), a shared exchange whose course
+folder the instructor owns before any student exists, and JupyterHub on loopback with the configuration of
+``deploy/jupyterhub/``. The end-to-end test (``tests/test_hub.py``) runs a whole term's cycle through it.
+docs/jupyterhub.md says how to do the same on a real server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .course import COURSE_ID, ROOT
+
+DEPLOY = ROOT / "deploy" / "jupyterhub"
+#: Where the shared environment goes unless told otherwise: outside every home, readable by every user.
+ENV_PREFIX = Path("/opt/attention-from-scratch/env")
+#: What every user's server runs: the course's pinned list and the hub's.
+REQUIREMENTS = (ROOT / "requirements.txt", DEPLOY / "requirements-hub.txt")
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def closed_to_others(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` (``path`` included) that a user who is neither its owner nor in
+    its group cannot pass through, or None when every user can reach it."""
+    path = Path(os.path.realpath(path))
+    for folder in [*reversed(path.parents), path]:
+        try:
+            mode = folder.stat().st_mode
+        except OSError:
+            return folder
+        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+            return folder
+    return None
+
+
+def _relocatable_python(base: Path, dest: Path) -> Path:
+    """Copy the interpreter and standard library of the Python at ``base`` to ``dest`` (its own site-packages, its
+    test suite and bytecode left behind), with the library path the binary carries made relative to itself, so
+    that any user can run the copy. Returns the copy's interpreter."""
+    skip = shutil.ignore_patterns("site-packages", "test", "tests", "__pycache__", "idlelib", "tkinter", "turtledemo")
+    (dest / "bin").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(base / "bin" / PY, dest / "bin" / PY)
+    (dest / "lib").mkdir(exist_ok=True)
+    for lib in (base / "lib").glob("libpython*.so*"):
+        shutil.copy2(lib, dest / "lib" / lib.name, follow_symlinks=False)
+    shutil.copytree(base / "lib" / PY, dest / "lib" / PY, ignore=skip, symlinks=True, dirs_exist_ok=True)
+    (dest / "lib" / PY / "site-packages").mkdir(exist_ok=True)
+    binary = dest / "bin" / PY
+    data = binary.read_bytes()
+    old = str(base / "lib").encode() + b"\0"
+    if data.count(old) == 1:  # RUNPATH names the original folder (pyenv's builds): point it beside the copy
+        new = b"$ORIGIN/../lib"
+        binary.write_bytes(data.replace(old, new + b"\0" * (len(old) - len(new))))
+    return binary
+
+
+def _requirements_key() -> str:
+    digest = hashlib.sha256(sys.version.encode())
+    for path in REQUIREMENTS:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
+    """The environment every user's server and kernels run (built once per pinned list, reused after that): a
+    virtual environment of the course's Python, readable by all, with ``requirements.txt``, the hub's
+    ``requirements-hub.txt``, the course package (a copy, not a link into the instructor's folder) and the
+    students' Jupyter and nbgrader configuration (``deploy/jupyterhub/student``) in ``<env>/etc/jupyter``.
+    Where the course's Python lies below a folder other users cannot enter (pyenv under ``/root``), a copy of
+    its interpreter and standard library goes into ``<prefix>/python`` first. Returns the environment's bin/."""
+    prefix = Path(prefix)
+    key = _requirements_key()
+    stamp = prefix / ".installed"
+    pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           "--no-deps", "--no-compile"]
+    if not (stamp.exists() and stamp.read_text().strip() == key):
+        started = time.monotonic()
+        if prefix.exists():
+            shutil.rmtree(prefix)
+        prefix.mkdir(parents=True)
+        base = Path(sys.base_prefix)
+        python = base / "bin" / PY
+        if closed_to_others(python) is not None:
+            log(f"{closed_to_others(python)} is closed to other users: copying Python {sys.version.split()[0]} "
+                f"to {prefix / 'python'}")
+            python = _relocatable_python(base, prefix / "python")
+        subprocess.run([str(python), "-m", "venv", str(prefix)], check=True)
+        log(f"installing the pinned packages into {prefix} (a minute or two from pip's cache)")
+        subprocess.run([*pip, "-r", str(REQUIREMENTS[0]), "-r", str(REQUIREMENTS[1])], check=True)
+        subprocess.run([str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(prefix / "lib")],
+                       capture_output=True)
+        stamp.write_text(key + "\n")
+        log(f"shared environment ready in {time.monotonic() - started:.0f} s")
+    # the course package as it is now (a copy: every user reads it; the instructor's folder stays closed)
+    site = prefix / "lib" / PY / "site-packages"
+    for old in site.glob("attention_course*"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    shutil.copytree(ROOT / "attention_course", site / "attention_course",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    etc = prefix / "etc" / "jupyter"
+    for role in ("student", "instructor"):
+        shutil.copytree(DEPLOY / role, etc if role == "student" else prefix / "etc" / "jupyter-instructor",
+                        dirs_exist_ok=True)
+    subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
+    return prefix / "bin"
+
+
+# -- the class: users, folders, exchange ------------------------------------------------------------
+
+@dataclass
+class Class:
+    """One class on one machine: what ``deploy/jupyterhub/jupyterhub_config.py`` reads (``class.json``)."""
+
+    state: str                      # the hub's folder: database, cookie secret, class.json, logs
+    env: str                        # the shared environment's prefix
+    exchange: str                   # Exchange.root for everybody
+    course: str                     # the instructor's course folder (in the instructor's home)
+    instructor: str
+    students: list[str]
+    passwords: dict[str, str] = field(default_factory=dict)
+    ip: str = "127.0.0.1"
+    port: int = 8000
+    hub_port: int = 0
+    proxy_api_port: int = 0
+    api_token: str = ""             # the class-admin service's token (the tests and scripts act through it)
+
+    def save(self) -> Path:
+        path = Path(self.state) / "class.json"
+        path.write_text(json.dumps({k: v for k, v in asdict(self).items() if k != "passwords"}, indent=1))
+        path.chmod(0o600)
+        return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_users(names: list[str]) -> dict[str, str]:
+    """Create each user (home 0700: nobody reads another's nbgrader cache or fetched feedback) with a random
+    password; return the passwords."""
+    passwords = {}
+    for name in names:
+        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
+                       check=True, capture_output=True)
+        Path("~" + name).expanduser().chmod(0o700)
+        passwords[name] = secrets.token_urlsafe(12)
+        subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
+    return passwords
+
+
+def remove_users(names: list[str]) -> None:
+    for name in names:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def prepare_exchange(root: Path, course_id: str, instructor: str) -> None:
+    """The exchange as the course wants it before any student logs in: the root 1777 (every user's nbgrader may
+    write there; nobody renames another's folder), the course's folder made now and owned by the instructor (no
+    student can make it first and stop releases), ``inbound/`` 3733 (hand-ins in, not listable, sticky: nobody
+    renames or removes another's), ``outbound/`` 0755 and ``feedback/`` 0711."""
+    import pwd
+
+    user = pwd.getpwnam(instructor)
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o1777)
+    course = root / course_id
+    for folder, mode in ((course, 0o755), (course / "outbound", 0o755), (course / "inbound", 0o3733),
+                         (course / "feedback", 0o711)):
+        folder.mkdir(exist_ok=True)
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        folder.chmod(mode)
+
+
+def course_copy(dest: Path, instructor: str) -> None:
+    """The instructor's course folder: the repository's tracked files and its release, owned by the instructor."""
+    import pwd
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    names = [n for n in tracked.decode().split("\0") if n and (ROOT / n).is_file()]
+    names += [str(p.relative_to(ROOT)) for p in (ROOT / "release").rglob("*") if p.is_file()]
+    for name in sorted(set(names)):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    user = pwd.getpwnam(instructor)
+    subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(dest)], check=True)
+
+
+def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV_PREFIX, port: int = 8000,
+              log=print) -> Class:
+    """Users, course folder, exchange and hub settings of a trial class (root only). ``remove_class`` undoes it."""
+    if state.exists() and any(state.iterdir()):
+        raise SystemExit(f"{state} is not empty: the class's folder is made here and removed when the hub stops")
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o755)
+    shared_env(env, log=log)
+    passwords = make_users([instructor, *students])
+    home = Path("~" + instructor).expanduser()
+    course = home / COURSE_ID
+    course_copy(course, instructor)
+    exchange = state / "exchange"
+    prepare_exchange(exchange, COURSE_ID, instructor)
+    klass = Class(state=str(state), env=str(env), exchange=str(exchange), course=str(course),
+                  instructor=instructor, students=list(students), passwords=passwords, port=port,
+                  hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
+    klass.save()
+    return klass
+
+
+def remove_class(klass: Class) -> None:
+    remove_users([klass.instructor, *klass.students])
+    shutil.rmtree(klass.state, ignore_errors=True)
+
+
+def start_hub(klass: Class, log_file: Path | None = None) -> subprocess.Popen:
+    """JupyterHub for ``klass`` with ``deploy/jupyterhub/jupyterhub_config.py``; returns once it answers."""
+    import urllib.request
+
+    env = {"PATH": f"{klass.env}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+           "ATTENTION_HUB_CLASS": str(Path(klass.state) / "class.json")}
+    out = open(log_file or Path(klass.state) / "jupyterhub.log", "ab")
+    proc = subprocess.Popen([f"{klass.env}/bin/jupyterhub", "-f", str(DEPLOY / "jupyterhub_config.py")],
+                            cwd=klass.state, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"JupyterHub exited ({proc.returncode}); see {out.name}")
+        try:
+            urllib.request.urlopen(f"http://{klass.ip}:{klass.port}/hub/api", timeout=2).read()
+            return proc
+        except OSError:
+            time.sleep(0.5)
+    stop_hub(proc)
+    raise RuntimeError(f"JupyterHub did not answer in 90 s; see {out.name}")
+
+
+def stop_hub(proc: subprocess.Popen) -> None:
+    """Stop the hub, its proxy and every server it spawned (its session's process group)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # the hub stops the servers it spawned and its proxy
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="make hub", description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=2, help="how many students (default 2)")
+    parser.add_argument("--port", type=int, default=8000, help="the hub's port on 127.0.0.1 (default 8000)")
+    parser.add_argument("--state", default="/srv/attention-from-scratch-hub", help="the hub's folder")
+    parser.add_argument("--env", default=str(ENV_PREFIX), help="the shared environment's folder")
+    parser.add_argument("--env-only", action="store_true", help="build or refresh the shared environment, and stop")
+    args = parser.parse_args(argv)
+    if args.env_only:
+        print(f"shared environment: {shared_env(Path(args.env)).parent}")
+        return 0
+    if os.geteuid() != 0:
+        print("make hub makes Unix users and runs JupyterHub, which starts each user's server as that user: "
+              "run it as root (sudo make hub)", file=sys.stderr)
+        return 2
+    tag = secrets.token_hex(2)
+    instructor = f"teach{tag}"
+    students = [f"stud{tag}{i}" for i in range(1, args.students + 1)]
+    klass = new_class(Path(args.state), students, instructor, Path(args.env), args.port)
+    proc = None
+    try:
+        proc = start_hub(klass)
+        print(f"\nA class on http://{klass.ip}:{klass.port}/ (loopback only; from another machine: "
+              f"ssh -L {klass.port}:127.0.0.1:{klass.port} this-host)\n")
+        for name in [instructor, *students]:
+            role = "instructor (Formgrader, course folder)" if name == instructor else "student"
+            print(f"  {name:<14} password {klass.passwords[name]:<18} {role}")
+        print(f"\nThe instructor's course folder: {klass.course}; the exchange: {klass.exchange}."
+              "\nRelease an assignment from the Formgrader (or a terminal: nbgrader release_assignment 01_self_attention)."
+              "\nCtrl-C stops the hub and removes these users, their homes and the exchange.")
+        stopping = []
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # Ctrl-C, kill, a closed terminal
+            signal.signal(sig, lambda *_: stopping.append(1))
+        while proc.poll() is None and not stopping:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proc is not None:
+            stop_hub(proc)
+        remove_class(klass)
+        print("Stopped; users and their homes removed.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

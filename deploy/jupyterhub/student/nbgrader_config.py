@@ -1,0 +1,24 @@
+"""nbgrader settings of every server the shared environment runs (installed as <env>/etc/jupyter/nbgrader_config.py).
+
+A student's server reads this file and not the course's nbgrader_config.py (which stays in the instructor's closed
+folder), so the course's Validate settings come from the one function the course's file calls too.
+"""
+
+import os
+
+from attention_course.grading.course import COURSE_ID
+from attention_course.grading.nbgrader_ext import validate_settings
+
+c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
+
+c.CourseDirectory.course_id = COURSE_ID
+# The class's one exchange: the hub gives every server NBGRADER_EXCHANGE_ROOT (deploy/jupyterhub/jupyterhub_config.py);
+# on a server of your own, write its path here instead.
+c.Exchange.root = os.environ.get("NBGRADER_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
+# Who may fetch and submit to which course: the hub's groups nbgrader-<course> (students) and formgrade-<course>
+# (instructors), asked with the server's own token; `submit --student=someone-else` is refused.
+if os.environ.get("JUPYTERHUB_API_TOKEN"):
+    from nbgrader.auth import JupyterHubAuthPlugin
+
+    c.Authenticator.plugin_class = JupyterHubAuthPlugin
+validate_settings(c)

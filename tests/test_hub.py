@@ -1,0 +1,235 @@
+"""A class on JupyterHub, end to end, with real Unix users: ``make hub``'s class on loopback.
+
+An instructor and two students (users this test makes and removes), the shared environment, the exchange as the
+course prepares it, JupyterHub with deploy/jupyterhub/jupyterhub_config.py and PAM logins. Each student works
+through their own server's REST API (the calls JupyterLab's Assignment List and Validate button make): fetch,
+answer, Validate, submit. One student also plants a blank in the classmate's name dated 2099 and backdates a hand-in
+of her own, from her own account, as a terminal of hers would. The instructor releases, collects and returns
+feedback through the Formgrader's API of her own server and grades with the course's command, as herself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from attention_course.grading import hub
+from attention_course.grading.course import COURSE_ID, available, catalogue_path, gradebook_url, score_table
+from attention_course.grading.doctor import exchange_findings
+from tools.submissions import apply_submission, load_catalogue, solved_notebook
+
+from harness import answered_notebook, masters, read_scores
+
+A = available()[0]
+NOTEBOOK = "self_attention.ipynb"
+
+
+def _as(user: str, klass: hub.Class, *cmd: str, cwd: str | None = None, check=True) -> subprocess.CompletedProcess:
+    """A command as ``user`` with the shared environment first on PATH (what a terminal of theirs runs)."""
+    home = os.path.expanduser("~" + user)
+    env = ["env", "-i", f"HOME={home}", f"USER={user}", f"LOGNAME={user}", f"PATH={klass.env}/bin:/usr/bin:/bin",
+           f"NBGRADER_EXCHANGE_ROOT={klass.exchange}", "LANG=C.UTF-8"]
+    run = subprocess.run(["runuser", "-u", user, "--", *env, *cmd], cwd=cwd or home, capture_output=True, text=True,
+                         timeout=600)
+    if check:
+        assert run.returncode == 0, f"{' '.join(cmd)} as {user} ({run.returncode}):\n{run.stdout[-2000:]}{run.stderr[-3000:]}"
+    return run
+
+
+class Hub:
+    """The hub's REST API as the class-admin service, and each user's server with a token of theirs."""
+
+    def __init__(self, klass: hub.Class):
+        self.klass = klass
+        self.base = f"http://{klass.ip}:{klass.port}"
+        self.admin = {"Authorization": f"token {klass.api_token}"}
+        self.tokens: dict[str, str] = {}
+
+    def api(self, method: str, path: str, **kw) -> requests.Response:
+        r = requests.request(method, f"{self.base}/hub/api{path}", headers=self.admin, timeout=60, **kw)
+        assert r.ok, f"{method} {path}: {r.status_code} {r.text[:500]}"
+        return r
+
+    def start(self, user: str) -> None:
+        self.tokens[user] = self.api("POST", f"/users/{user}/tokens", json={"note": "test"}).json()["token"]
+        r = requests.post(f"{self.base}/hub/api/users/{user}/server", headers=self.admin, timeout=60)
+        assert r.status_code in (201, 202), f"{user}'s server: {r.status_code} {r.text[:500]}"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.api("GET", f"/users/{user}").json()["servers"].get("", {}).get("ready"):
+                return
+            time.sleep(1)
+        raise AssertionError(f"{user}'s server did not start in 180 s")
+
+    def server(self, user: str, method: str, path: str, as_user: str | None = None, **kw) -> requests.Response:
+        token = self.tokens[as_user or user]
+        return requests.request(method, f"{self.base}/user/{user}{path}", timeout=300,
+                                headers={"Authorization": f"token {token}"}, **kw)
+
+
+#: Run by the attacker from her own account: a blank in the classmate's name dated 2099, a hand-in of her own dated
+#: 2000, then the attempts that stay refused (list inbound/, rename the classmate's entry and the course's folder,
+#: read the classmate's home and the instructor's course folder, list the feedback folder).
+PLANT = """
+import json, os, shutil, sys
+inbound, blank, mine, forged, early, victim_home, course = sys.argv[1:8]
+for name, nb in ((forged, blank), (early, mine)):
+    os.mkdir(os.path.join(inbound, name))
+    shutil.copy(nb, os.path.join(inbound, name, os.path.basename(nb)))
+    open(os.path.join(inbound, name, "timestamp.txt"), "w").write(name.split("+")[2])
+    open(os.path.join(inbound, name, "submission_secret.txt"), "w").write(name.split("+")[-1] * 16)
+tried = {}
+for what, attempt in (
+        ("list inbound", lambda: os.listdir(inbound)),
+        ("rename the course folder", lambda: os.rename(os.path.dirname(inbound), os.path.dirname(inbound) + "-x")),
+        ("remove inbound", lambda: os.rename(inbound, inbound + "-x")),
+        ("list the classmate's home", lambda: os.listdir(victim_home)),
+        ("read the instructor's gradebook", lambda: open(os.path.join(course, "gradebook.db"), "rb").read(1)),
+        ("list the instructor's course", lambda: os.listdir(course)),
+        ("list returned feedback", lambda: os.listdir(os.path.join(os.path.dirname(inbound), "feedback")))):
+    try:
+        attempt()
+        tried[what] = "DONE"
+    except OSError as exc:
+        tried[what] = type(exc).__name__
+print(json.dumps(tried))
+"""
+
+
+def test_a_term_on_jupyterhub_with_real_users():
+    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
+        pytest.skip("needs root, useradd and runuser: the hub's users are real Unix users")
+    env = hub.ENV_PREFIX
+    tag = os.getpid() % 100000
+    teach, ann, bea = f"teach{tag}", f"ann{tag}", f"bea{tag}"
+    try:
+        port = hub.free_port()
+    except OSError as exc:
+        pytest.skip(f"no free port on loopback: {exc}")
+    state = Path(tempfile.mkdtemp(prefix="attn-hub-"))
+    klass = hub.new_class(state, [ann, bea], teach, env, port=port)
+    proc = None
+    try:
+        proc = hub.start_hub(klass)
+        h = Hub(klass)
+
+        # a person logs in with the machine's password (PAM) and is sent to their server
+        s = requests.Session()
+        s.get(f"{h.base}/hub/login", timeout=30)
+        login = s.post(f"{h.base}/hub/login", data={"username": ann, "password": klass.passwords[ann],
+                                                    "_xsrf": s.cookies.get("_xsrf", "")},
+                       allow_redirects=False, timeout=60)
+        assert login.status_code == 302 and "jupyterhub-session-id" in s.cookies, (login.status_code, login.text[:300])
+        wrong = requests.Session()
+        wrong.get(f"{h.base}/hub/login", timeout=30)
+        refused = wrong.post(f"{h.base}/hub/login", data={"username": ann, "password": "not-hers",
+                                                          "_xsrf": wrong.cookies.get("_xsrf", "")},
+                             allow_redirects=False, timeout=60)
+        assert refused.status_code != 302, "a wrong password logged in"
+
+        for user in (teach, ann, bea):
+            h.start(user)
+        # the Formgrader is the instructor's alone
+        assert h.server(teach, "GET", "/formgrader/api/assignments").status_code == 200
+        assert h.server(ann, "GET", "/formgrader/api/assignments").status_code == 404
+        # a token of one student opens nothing of another's server
+        assert h.server(bea, "GET", "/api/contents", as_user=ann).status_code in (403, 404)
+
+        # the instructor releases from her Formgrader
+        released = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/release").json()
+        assert released.get("success"), released
+        inbound = Path(klass.exchange) / COURSE_ID / "inbound"
+
+        # each student fetches, answers, runs Validate, hands in, all through their own server
+        mistake = next(s for s in load_catalogue(catalogue_path(A)) if s.is_mistake and s.loses)
+        work = {ann: {NOTEBOOK: solved_notebook(masters(A)[NOTEBOOK])},
+                bea: apply_submission(masters(A), mistake)}
+        validated = {}
+        for user, answers in work.items():
+            listed = h.server(user, "GET", "/assignments", params={"course_id": COURSE_ID}).json()
+            assert listed["success"] and A in json.dumps(listed["value"]), listed
+            fetched = h.server(user, "POST", "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert fetched.json()["success"], fetched.text[:1000]
+            path = f"/api/contents/{A}/{NOTEBOOK}"
+            nb = h.server(user, "GET", path).json()["content"]
+            saved = h.server(user, "PUT", path, json={"type": "notebook", "content": answered_notebook(nb, answers[NOTEBOOK])})
+            assert saved.status_code == 200, saved.text[:500]
+            validated[user] = h.server(user, "POST", "/assignments/validate", data={"path": f"{A}/{NOTEBOOK}"}).json()
+        assert validated[ann]["success"] and "failed" not in json.dumps(validated[ann]["value"]), validated[ann]
+        failed = validated[bea]["value"].get("failed") if isinstance(validated[bea]["value"], dict) else None
+        assert failed, f"Validate passed {mistake.name}: {validated[bea]}"
+        # the course's Validate, not stock nbgrader's: the report keeps long lines whole (stock cuts them at 90)
+        lines = [line for cell in failed for line in cell.get("error", "").splitlines()]
+        assert max(map(len, lines)) > 90 and not any(line.endswith("...") for line in lines), lines
+        homes = {u: Path(os.path.expanduser("~" + u)) for u in (teach, ann, bea)}
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in homes.values())
+
+        # before handing in, bea plants a blank in ann's name dated 2099 and a hand-in of hers dated 2000, from her account
+        forged = f"{ann}+{A}+2099-01-01 00:00:00.000000 UTC+forged"
+        early = f"{bea}+{A}+2000-01-01 00:00:00.000000 UTC+early"
+        blank = homes[bea] / "blank.ipynb"
+        shutil.copy(Path(klass.course) / "release" / A / NOTEBOOK, blank)
+        os.chown(blank, homes[bea].stat().st_uid, homes[bea].stat().st_gid)
+        tried = json.loads(_as(bea, klass, f"{klass.env}/bin/python", "-c", PLANT, str(inbound), str(blank),
+                               str(homes[bea] / A / NOTEBOOK), forged, early, str(homes[ann]), klass.course).stdout)
+        assert set(tried.values()) == {"PermissionError"}, f"a student could: {tried}"
+        # then both hand in for real from their servers (bea's real one comes after her backdated one)
+        for user in work:
+            submitted = h.server(user, "POST", "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert submitted.json()["success"], submitted.text[:1000]
+        entries = {p.name: stat.S_IMODE(p.stat().st_mode) for p in inbound.iterdir()}
+        assert all(mode == 0o755 for name, mode in entries.items() if "forged" not in name and "early" not in name), \
+            f"a hand-in's folder others can write into: {entries}"
+
+        collected = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/collect").json()
+        assert collected.get("success"), collected
+        assert f"owned by {bea}" in collected.get("log", ""), collected.get("log", "")[-2000:]
+        graded = _as(teach, klass, f"{klass.env}/bin/python", "-m", "attention_course.grading", "autograde",
+                     cwd=klass.course, check=False)
+        assert graded.returncode == 0 and "Graded 2" in graded.stderr, graded.stderr[-4000:]
+        course = Path(klass.course)
+        scores = read_scores(course, A, gradebook_url(course))
+        assert all(s == m for s, m, manual in scores[ann].values() if not manual), scores[ann]
+        assert {n for n, (s, m, manual) in scores[bea].items() if not manual and s < m} == set(mistake.loses)
+        stamp = (course / "submitted" / bea / A / "timestamp.txt").read_text()
+        assert "2000" not in stamp and "2099" not in (course / "submitted" / ann / A / "timestamp.txt").read_text()
+        _, rows = score_table(gradebook_url(course), [A], course)
+        problems = {r[0]: r[-1] for r in rows}
+        assert f"owned by {bea}" in problems[ann], problems
+
+        # feedback returned through the Formgrader, fetched by each student from their own server
+        for step in ("generate_feedback", "release_feedback"):
+            done = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/{step}").json()
+            assert done.get("success"), print(done.get("error", ""), done.get("log", ""))
+        for user in (ann, bea):
+            got = h.server(user, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert got.json()["success"], got.text[:1000]
+            pages = list((homes[user] / A / "feedback").rglob("*.html"))
+            assert pages, f"{user} received no feedback"
+        # and neither reads the other's hand-in or feedback
+        peek = _as(ann, klass, f"{klass.env}/bin/python", "-c",
+                   "import os, sys\nfor p in sys.argv[1:]:\n    try:\n        os.listdir(p); print('DONE')\n"
+                   "    except OSError as e:\n        print(type(e).__name__)",
+                   str(homes[bea] / A / "feedback"), str(homes[bea] / A), str(inbound),
+                   str(Path(klass.exchange) / COURSE_ID / "feedback"), str(course / "submitted"))
+        assert peek.stdout.split() == ["PermissionError"] * 5, peek.stdout
+
+        modes = {str(p): f"{stat.S_IMODE(p.stat().st_mode):04o}" for p in
+                 [Path(klass.exchange), Path(klass.exchange) / COURSE_ID, inbound, *homes.values()]}
+        print("modes:", json.dumps(modes))
+        rows = {what: holds for what, holds, _ in exchange_findings(klass.exchange, COURSE_ID, homes="/nonexistent")
+                if what != "homes"}
+        assert rows.get("exchange") and rows.get("inbound"), rows
+    finally:
+        if proc is not None:
+            hub.stop_hub(proc)
+        hub.remove_class(klass)
