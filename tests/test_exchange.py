@@ -161,4 +161,5 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
         _, rows = score_table(gradebook_url(course), [A], course)
         problems = {r[0]: r[-1] for r in rows}
         assert f"owned by {eve}" in problems[ann] and f"owned by {eve}" in problems[eve], problems
+        assert "re-dated by collect: its name says 2000-01-01" in problems[eve], problems
         shutil.rmtree(top, ignore_errors=True)

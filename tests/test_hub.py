@@ -204,7 +204,9 @@ def test_a_term_on_jupyterhub_with_real_users():
         assert "2000" not in stamp and "2099" not in (course / "submitted" / ann / A / "timestamp.txt").read_text()
         _, rows = score_table(gradebook_url(course), [A], course)
         problems = {r[0]: r[-1] for r in rows}
-        assert f"owned by {bea}" in problems[ann], problems
+        assert f"owned by {bea}" in problems[ann] and f"owned by {bea}" in problems[bea], problems
+        assert "re-dated by collect: its name says 2000-01-01" in problems[bea], problems
+        assert "Re-dated" in collected.get("log", ""), collected.get("log", "")[-2000:]
 
         # feedback returned through the Formgrader, fetched by each student from their own server
         for step in ("generate_feedback", "release_feedback"):

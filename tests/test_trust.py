@@ -340,6 +340,8 @@ def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_ca
     taken, refused = trust.inbound_entries(inbound, names, {"s123": "daemon"})
     assert sorted(e.name for e in taken) == [f"daemon+A+{past}+r1", f"s123+A+{past}+r4"]
     assert all(abs(e.seen.timestamp() - before) < 60 for e in taken), [e.seen for e in taken]
+    assert all("its name says 2000-01-01 00:00 UTC; taken as handed in when it came" in e.note for e in taken), \
+        [e.note for e in taken]
     why = {r["entry"].split("+")[-1]: r["why"] for r in refused}
     assert set(why) == {"r2", "r3", "r5", "r6", "r7", "r8", "r9"}, why
     assert "no submission_secret.txt" in why["r7"]
@@ -355,6 +357,9 @@ def test_collect_takes_a_folder_only_from_its_owner_and_at_a_time_the_student_ca
     said = trust.refusals(tmp_path, "A")
     assert any("owned by nobody" in n for n in said["daemon"]) and any("owned by nobody" in n for n in said["nobody"])
     assert trust.refusals(tmp_path, "B") == {}
+    trust.record_refusals(tmp_path, "C", [{"entry": taken[0].name, "student": "daemon", "owner": "", "why": taken[0].note,
+                                           "taken": True}])
+    assert trust.refusals(tmp_path, "C")["daemon"][0].startswith("a hand-in re-dated by collect: its name says 2000")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")

@@ -250,7 +250,11 @@ def _collect() -> None:
                                                check_owner=shared and self.check_owner)
         for entry in refused:
             self.log.warning("Refused %s: %s", trust.display_name(entry["entry"]), entry["why"])
-        trust.record_refusals(course, self.coursedir.assignment_id, refused)
+        redated = [{"entry": e.name, "student": e.student, "owner": "", "why": e.note, "taken": True}
+                   for e in taken if e.note]
+        for entry in redated:
+            self.log.warning("Re-dated %s: %s", trust.display_name(entry["entry"]), entry["why"])
+        trust.record_refusals(course, self.coursedir.assignment_id, refused + redated)
         self._trusted_stamps = {e.name: trust.trusted_timestamp(e.seen) for e in taken}
         records = [{"username": e.student, "filename": e.name, "timestamp": parse_utc(self._trusted_stamps[e.name])}
                    for e in taken]

@@ -31,6 +31,7 @@ class Inbound:
     name: str
     student: str
     seen: datetime  # the folder's inode change time, UTC
+    note: str = ""  # its name claims another time than when it came (more than FUTURE_SLACK_S off): said, not used
 
 
 def login_of(student: str, logins: dict) -> str:
@@ -60,7 +61,8 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
 
     Taken: a real folder (not a link) whose owner is the Unix user of the student id its name claims
     (:func:`login_of`; not checked where ``check_owner`` is off: an exchange only one user writes), not dated in
-    the future. Its time is its inode change time, never its name or its ``timestamp.txt``. A refused folder is
+    the future, holding what :func:`_contents_problem` allows. Its time is its inode change time, never its name or
+    its ``timestamp.txt``; a name that claims another time gets a note (:attr:`Inbound.note`). A refused folder is
     never collected, so it replaces nobody's hand-in."""
     from pwd import getpwnam, getpwuid
 
@@ -69,7 +71,7 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
     for name in names:
         parts = name.split("+")
         student = "+".join(parts[:-3]) if len(parts) >= 4 else parts[0]
-        why, owner = "", ""
+        why, owner, claimed = "", "", _claimed(parts)
         try:
             info = os.lstat(inbound / name)
         except OSError as exc:
@@ -90,14 +92,19 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
                 why = f"claims to be by {student}, but there is no Unix user {login}"
             elif check_owner and info.st_uid != expected:
                 why = f"claims to be by {student} ({login}) but is owned by {owner}"
-            elif (claimed := _claimed(parts)) is not None and claimed > now + FUTURE_SLACK_S:
+            elif claimed is not None and claimed > now + FUTURE_SLACK_S:
                 why = f"dated in the future ({datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC)"
             else:
                 why = _contents_problem(inbound / name, info.st_uid if check_owner else None)
         if why:
             refused.append({"entry": name, "student": student, "owner": owner, "why": why})
         else:
-            taken.append(Inbound(name, student, datetime.fromtimestamp(info.st_ctime, timezone.utc)))
+            seen = datetime.fromtimestamp(info.st_ctime, timezone.utc)
+            note = ""
+            if claimed is not None and abs(claimed - info.st_ctime) > FUTURE_SLACK_S:
+                note = (f"its name says {datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC; "
+                        f"taken as handed in when it came, {seen:%Y-%m-%d %H:%M} UTC")
+            taken.append(Inbound(name, student, seen, note))
     return taken, refused
 
 
@@ -143,7 +150,8 @@ def trusted_timestamp(when: datetime) -> str:
 
 
 def record_refusals(course: Path, assignment: str, refused: list[dict]) -> None:
-    """Append what collect refused to the course's record, for the grade table's problems column."""
+    """Append what collect refused (and, marked ``taken``, the folders it re-dated) to the course's record, for the
+    grade table's problems column."""
     if not refused:
         return
     with open(course / REFUSALS, "a", encoding="utf-8") as f:
@@ -167,7 +175,7 @@ def refusals(course: Path, assignment: str) -> dict[str, list[str]]:
             continue
         if rec.get("assignment") != assignment:
             continue
-        note = f"a hand-in refused by collect: {rec.get('why', '')}"
+        note = f"a hand-in {'re-dated' if rec.get('taken') else 'refused'} by collect: {rec.get('why', '')}"
         for who in {rec.get("student", ""), ids.get(rec.get("owner", ""), rec.get("owner", ""))} - {""}:
             found.setdefault(who, {})[rec.get("entry", "")] = note
     return {who: sorted(set(notes.values())) for who, notes in found.items()}
