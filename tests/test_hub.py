@@ -77,11 +77,11 @@ class Hub:
 
 
 #: Run by the attacker from her own account: a blank in the classmate's name dated 2099, a hand-in of her own dated
-#: 2000, then the attempts that stay refused (list inbound/, rename the classmate's entry and the course's folder,
-#: read the classmate's home and the instructor's course folder, list the feedback folder).
+#: 2000, then the attempts that stay refused (list inbound/, rename the course's folder and inbound/, read the
+#: classmate's home and the instructor's course folder, list the feedback folder, read the hub's own files).
 PLANT = """
 import json, os, shutil, sys
-inbound, blank, mine, forged, early, victim_home, course = sys.argv[1:8]
+inbound, blank, mine, forged, early, victim_home, course, hub_state = sys.argv[1:9]
 for name, nb in ((forged, blank), (early, mine)):
     os.mkdir(os.path.join(inbound, name))
     shutil.copy(nb, os.path.join(inbound, name, os.path.basename(nb)))
@@ -95,7 +95,10 @@ for what, attempt in (
         ("list the classmate's home", lambda: os.listdir(victim_home)),
         ("read the instructor's gradebook", lambda: open(os.path.join(course, "gradebook.db"), "rb").read(1)),
         ("list the instructor's course", lambda: os.listdir(course)),
-        ("list returned feedback", lambda: os.listdir(os.path.join(os.path.dirname(inbound), "feedback")))):
+        ("list returned feedback", lambda: os.listdir(os.path.join(os.path.dirname(inbound), "feedback"))),
+        ("list the class's folder", lambda: os.listdir(hub_state)),
+        ("read the hub's database", lambda: open(os.path.join(hub_state, "hub", "jupyterhub.sqlite"), "rb").read(1)),
+        ("read the hub's class file", lambda: open(os.path.join(hub_state, "hub", "class.json"), "rb").read(1))):
     try:
         attempt()
         tried[what] = "DONE"
@@ -180,7 +183,7 @@ def test_a_term_on_jupyterhub_with_real_users():
         shutil.copy(Path(klass.course) / "release" / A / NOTEBOOK, blank)
         os.chown(blank, homes[bea].stat().st_uid, homes[bea].stat().st_gid)
         tried = json.loads(_as(bea, klass, f"{klass.env}/bin/python", "-c", PLANT, str(inbound), str(blank),
-                               str(homes[bea] / A / NOTEBOOK), forged, early, str(homes[ann]), klass.course).stdout)
+                               str(homes[bea] / A / NOTEBOOK), forged, early, str(homes[ann]), klass.course, klass.state).stdout)
         assert set(tried.values()) == {"PermissionError"}, f"a student could: {tried}"
         # then both hand in for real from their servers (bea's real one comes after her backdated one)
         for user in work:

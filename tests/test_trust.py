@@ -389,3 +389,46 @@ def test_doctor_names_what_the_exchange_and_the_homes_leave_open(tmp_path):
     (root / "c" / "inbound").chmod(0o3733)
     (homes / "ann").chmod(0o750)
     assert marks() == {"exchange": True, "course": True, "inbound": True, "homes": True}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the course's folder to another user")
+def test_the_exchange_is_prepared_before_any_student_so_nobody_squats_or_lists_it(tmp_path):
+    """`hub.prepare_exchange` (make hub, and a real class before students log in): the course's folder is the
+    instructor's from the start, the root and inbound/ sticky, inbound/ and feedback/ unlistable; the doctor's
+    exchange rows hold."""
+    import pwd
+    import stat
+
+    from attention_course.grading import hub
+    from attention_course.grading.doctor import exchange_findings
+
+    root = tmp_path / "exchange"
+    hub.prepare_exchange(root, "a-course", "nobody")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    modes = {p.name: (stat.S_IMODE(p.stat().st_mode), p.stat().st_uid)
+             for p in (root, root / "a-course", *(root / "a-course").iterdir())}
+    assert modes == {"exchange": (0o1777, 0), "a-course": (0o755, nobody), "outbound": (0o755, nobody),
+                     "inbound": (0o3733, nobody), "feedback": (0o711, nobody)}, modes
+    rows = {what: (holds, why) for what, holds, why in exchange_findings(str(root), "a-course", homes=str(tmp_path))}
+    assert rows["exchange"][0] and rows["inbound"][0], rows
+    assert f"owned by uid {nobody}" in rows["course"][1], rows  # the instructor's (the doctor, run as her, says yours)
+
+
+def test_a_folder_closed_to_other_users_is_named():
+    """`hub.closed_to_others`: why a student's server cannot run a Python below /root (0700)."""
+    import shutil
+    import tempfile
+
+    from attention_course.grading import hub
+
+    top = Path(tempfile.mkdtemp())  # in /tmp (1777), which every user passes through
+    try:
+        top.chmod(0o755)
+        inner = top / "closed" / "python"
+        inner.mkdir(parents=True)
+        (top / "closed").chmod(0o700)
+        assert hub.closed_to_others(inner) == top / "closed"
+        (top / "closed").chmod(0o755)
+        assert hub.closed_to_others(inner) is None
+    finally:
+        shutil.rmtree(top)

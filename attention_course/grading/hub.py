@@ -125,7 +125,7 @@ def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
 class Class:
     """One class on one machine: what ``deploy/jupyterhub/jupyterhub_config.py`` reads (``class.json``)."""
 
-    state: str                      # the hub's folder: database, cookie secret, class.json, logs
+    state: str                      # the class's folder: exchange/ (every user's) and hub/ (root's alone)
     env: str                        # the shared environment's prefix
     exchange: str                   # Exchange.root for everybody
     course: str                     # the instructor's course folder (in the instructor's home)
@@ -138,8 +138,13 @@ class Class:
     proxy_api_port: int = 0
     api_token: str = ""             # the class-admin service's token (the tests and scripts act through it)
 
+    @property
+    def private(self) -> Path:
+        """The hub's own files (database, cookie secret, class.json with the admin token, log): root's alone."""
+        return Path(self.state) / "hub"
+
     def save(self) -> Path:
-        path = Path(self.state) / "class.json"
+        path = self.private / "class.json"
         path.write_text(json.dumps({k: v for k, v in asdict(self).items() if k != "passwords"}, indent=1))
         path.chmod(0o600)
         return path
@@ -154,13 +159,23 @@ def free_port() -> int:
 def make_users(names: list[str]) -> dict[str, str]:
     """Create each user (home 0700: nobody reads another's nbgrader cache or fetched feedback) with a random
     password; return the passwords."""
-    passwords = {}
-    for name in names:
-        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
-                       check=True, capture_output=True)
-        Path("~" + name).expanduser().chmod(0o700)
-        passwords[name] = secrets.token_urlsafe(12)
-        subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
+    passwords: dict[str, str] = {}
+    try:
+        for name in names:
+            for attempt in range(20):  # another process may hold the lock on /etc/passwd for a moment
+                made = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
+                                      capture_output=True, text=True)
+                if made.returncode == 0:
+                    break
+                if "lock" not in made.stderr or attempt == 19:
+                    raise RuntimeError(f"useradd {name}: {made.stderr.strip()}")
+                time.sleep(0.5)
+            passwords[name] = secrets.token_urlsafe(12)
+            Path("~" + name).expanduser().chmod(0o700)
+            subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
+    except BaseException:
+        remove_users(list(passwords))  # only those made here: never a user that was there before
+        raise
     return passwords
 
 
@@ -208,18 +223,24 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
     if state.exists() and any(state.iterdir()):
         raise SystemExit(f"{state} is not empty: the class's folder is made here and removed when the hub stops")
     state.mkdir(parents=True, exist_ok=True)
-    state.chmod(0o755)
-    shared_env(env, log=log)
-    passwords = make_users([instructor, *students])
-    home = Path("~" + instructor).expanduser()
-    course = home / COURSE_ID
-    course_copy(course, instructor)
-    exchange = state / "exchange"
-    prepare_exchange(exchange, COURSE_ID, instructor)
-    klass = Class(state=str(state), env=str(env), exchange=str(exchange), course=str(course),
-                  instructor=instructor, students=list(students), passwords=passwords, port=port,
-                  hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
-    klass.save()
+    state.chmod(0o711)  # every user passes through to exchange/; nobody lists it
+    (state / "hub").mkdir(mode=0o700)
+    passwords: dict[str, str] = {}
+    try:
+        shared_env(env, log=log)
+        passwords = make_users([instructor, *students])
+        course = Path("~" + instructor).expanduser() / COURSE_ID
+        course_copy(course, instructor)
+        exchange = state / "exchange"
+        prepare_exchange(exchange, COURSE_ID, instructor)
+        klass = Class(state=str(state), env=str(env), exchange=str(exchange), course=str(course),
+                      instructor=instructor, students=list(students), passwords=passwords, port=port,
+                      hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
+        klass.save()
+    except BaseException:  # nothing half-made is left: no user, no home, no folder
+        remove_users(list(passwords))
+        shutil.rmtree(state, ignore_errors=True)
+        raise
     return klass
 
 
@@ -233,10 +254,10 @@ def start_hub(klass: Class, log_file: Path | None = None) -> subprocess.Popen:
     import urllib.request
 
     env = {"PATH": f"{klass.env}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-           "ATTENTION_HUB_CLASS": str(Path(klass.state) / "class.json")}
-    out = open(log_file or Path(klass.state) / "jupyterhub.log", "ab")
+           "ATTENTION_HUB_CLASS": str(klass.private / "class.json")}
+    out = open(log_file or klass.private / "jupyterhub.log", "ab")
     proc = subprocess.Popen([f"{klass.env}/bin/jupyterhub", "-f", str(DEPLOY / "jupyterhub_config.py")],
-                            cwd=klass.state, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=klass.private, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:

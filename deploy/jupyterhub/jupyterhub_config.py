@@ -24,8 +24,9 @@ c.JupyterHub.ip = klass.get("ip", "127.0.0.1")
 c.JupyterHub.port = klass.get("port", 8000)
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = klass["hub_port"]
-c.JupyterHub.db_url = f"sqlite:///{klass['state']}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = f"{klass['state']}/jupyterhub_cookie_secret"
+# the hub's own files, root's alone (<state>/hub, 0700): its database, cookie secret and log
+c.JupyterHub.db_url = f"sqlite:///{klass['state']}/hub/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = f"{klass['state']}/hub/jupyterhub_cookie_secret"
 # The proxy: the Python implementation of configurable-http-proxy (requirements-hub.txt says why), on loopback.
 c.ConfigurableHTTPProxy.command = [f"{ENV}/bin/configurable-http-proxy"]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{klass['proxy_api_port']}"
