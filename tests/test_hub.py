@@ -72,8 +72,18 @@ class Hub:
 
     def server(self, user: str, method: str, path: str, as_user: str | None = None, **kw) -> requests.Response:
         token = self.tokens[as_user or user]
-        return requests.request(method, f"{self.base}/user/{user}{path}", timeout=300,
+        return requests.request(method, f"{self.base}/user/{user}{path}", timeout=900,
                                 headers={"Authorization": f"token {token}"}, **kw)
+
+    def json(self, user: str, method: str, path: str, **kw) -> dict:
+        """A call of ``user``'s server whose answer must be JSON (the status and the start of the page if not)."""
+        started = time.monotonic()
+        r = self.server(user, method, path, **kw)
+        try:
+            return r.json()
+        except ValueError:
+            raise AssertionError(f"{method} {path} on {user}'s server: {r.status_code} after "
+                                 f"{time.monotonic() - started:.0f} s, not JSON: {r.text[:600]}") from None
 
 
 #: Run by the attacker from her own account: a blank in the classmate's name dated 2099, a hand-in of her own dated
@@ -147,8 +157,16 @@ def test_a_term_on_jupyterhub_with_real_users():
         # a token of one student opens nothing of another's server
         assert h.server(bea, "GET", "/api/contents", as_user=ann).status_code in (403, 404)
 
+        # a Validate that takes longer than the proxy's default wait (20 s) still answers: a notebook that sleeps
+        slow = {"cells": [{"cell_type": "code", "source": "import time\ntime.sleep(22)", "metadata": {}, "outputs": [],
+                           "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        assert h.server(bea, "PUT", "/api/contents/slow.ipynb", json={"type": "notebook", "content": slow}).ok
+        started = time.monotonic()
+        answer = h.json(bea, "POST", "/assignments/validate", data={"path": "slow.ipynb"})
+        assert answer["success"] and time.monotonic() - started > 20, answer
+
         # the instructor releases from her Formgrader
-        released = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/release").json()
+        released = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/release")
         assert released.get("success"), released
         inbound = Path(klass.exchange) / COURSE_ID / "inbound"
 
@@ -158,15 +176,15 @@ def test_a_term_on_jupyterhub_with_real_users():
                 bea: apply_submission(masters(A), mistake)}
         validated = {}
         for user, answers in work.items():
-            listed = h.server(user, "GET", "/assignments", params={"course_id": COURSE_ID}).json()
+            listed = h.json(user, "GET", "/assignments", params={"course_id": COURSE_ID})
             assert listed["success"] and A in json.dumps(listed["value"]), listed
-            fetched = h.server(user, "POST", "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": A})
-            assert fetched.json()["success"], fetched.text[:1000]
+            fetched = h.json(user, "POST", "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert fetched["success"], fetched
             path = f"/api/contents/{A}/{NOTEBOOK}"
-            nb = h.server(user, "GET", path).json()["content"]
+            nb = h.json(user, "GET", path)["content"]
             saved = h.server(user, "PUT", path, json={"type": "notebook", "content": answered_notebook(nb, answers[NOTEBOOK])})
             assert saved.status_code == 200, saved.text[:500]
-            validated[user] = h.server(user, "POST", "/assignments/validate", data={"path": f"{A}/{NOTEBOOK}"}).json()
+            validated[user] = h.json(user, "POST", "/assignments/validate", data={"path": f"{A}/{NOTEBOOK}"})
         assert validated[ann]["success"] and "failed" not in json.dumps(validated[ann]["value"]), validated[ann]
         failed = validated[bea]["value"].get("failed") if isinstance(validated[bea]["value"], dict) else None
         assert failed, f"Validate passed {mistake.name}: {validated[bea]}"
@@ -187,13 +205,13 @@ def test_a_term_on_jupyterhub_with_real_users():
         assert set(tried.values()) == {"PermissionError"}, f"a student could: {tried}"
         # then both hand in for real from their servers (bea's real one comes after her backdated one)
         for user in work:
-            submitted = h.server(user, "POST", "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": A})
-            assert submitted.json()["success"], submitted.text[:1000]
+            submitted = h.json(user, "POST", "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert submitted["success"], submitted
         entries = {p.name: stat.S_IMODE(p.stat().st_mode) for p in inbound.iterdir()}
         assert all(mode == 0o755 for name, mode in entries.items() if "forged" not in name and "early" not in name), \
             f"a hand-in's folder others can write into: {entries}"
 
-        collected = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/collect").json()
+        collected = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/collect")
         assert collected.get("success"), collected
         assert f"owned by {bea}" in collected.get("log", ""), collected.get("log", "")[-2000:]
         graded = _as(teach, klass, f"{klass.env}/bin/python", "-m", "attention_course.grading", "autograde",
@@ -213,11 +231,11 @@ def test_a_term_on_jupyterhub_with_real_users():
 
         # feedback returned through the Formgrader, fetched by each student from their own server
         for step in ("generate_feedback", "release_feedback"):
-            done = h.server(teach, "POST", f"/formgrader/api/assignment/{A}/{step}").json()
-            assert done.get("success"), print(done.get("error", ""), done.get("log", ""))
+            done = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/{step}")
+            assert done.get("success"), (step, done.get("error", "")[-2000:], done.get("log", "")[-2000:])
         for user in (ann, bea):
-            got = h.server(user, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": A})
-            assert got.json()["success"], got.text[:1000]
+            got = h.json(user, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": A})
+            assert got["success"], got
             pages = list((homes[user] / A / "feedback").rglob("*.html"))
             assert pages, f"{user} received no feedback"
         # and neither reads the other's hand-in or feedback

@@ -28,7 +28,9 @@ c.JupyterHub.hub_port = klass["hub_port"]
 c.JupyterHub.db_url = f"sqlite:///{klass['state']}/hub/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = f"{klass['state']}/hub/jupyterhub_cookie_secret"
 # The proxy: the Python implementation of configurable-http-proxy (requirements-hub.txt says why), on loopback.
-c.ConfigurableHTTPProxy.command = [f"{ENV}/bin/configurable-http-proxy"]
+# It waits at most 20 s for a server's answer unless told otherwise (tornado's default), and a student's Validate
+# runs the whole notebook before it answers (longer on a busy hub): half an hour, as a cell may take five minutes.
+c.ConfigurableHTTPProxy.command = [f"{ENV}/bin/configurable-http-proxy", "--proxy-timeout", str(30 * 60 * 1000)]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{klass['proxy_api_port']}"
 
 # -- who may log in ---------------------------------------------------------------------------------------------
