@@ -82,16 +82,28 @@ def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
     students' Jupyter and nbgrader configuration (``deploy/jupyterhub/student``) in ``<env>/etc/jupyter``.
     Where the course's Python lies below a folder other users cannot enter (pyenv under ``/root``), a copy of
     its interpreter and standard library goes into ``<prefix>/python`` first. Returns the environment's bin/."""
+    import fcntl
+
     prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with open(prefix.parent / f".{prefix.name}.lock", "w") as lock:  # one builder at a time (make hub, the test)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _build_env(prefix, log)
+    return prefix / "bin"
+
+
+def _build_env(prefix: Path, log) -> None:
     key = _requirements_key()
     stamp = prefix / ".installed"
     pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            "--no-deps", "--no-compile"]
     if not (stamp.exists() and stamp.read_text().strip() == key):
         started = time.monotonic()
-        if prefix.exists():
+        if prefix.exists() and any(prefix.iterdir()):
+            if not (prefix / "pyvenv.cfg").exists():  # never remove a folder that is not an environment
+                raise SystemExit(f"{prefix} is not empty and not an environment: choose another folder (HUB_ENV=)")
             shutil.rmtree(prefix)
-        prefix.mkdir(parents=True)
+        prefix.mkdir(parents=True, exist_ok=True)
         base = Path(sys.base_prefix)
         python = base / "bin" / PY
         if closed_to_others(python) is not None:
@@ -116,7 +128,6 @@ def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
         shutil.copytree(DEPLOY / role, etc if role == "student" else prefix / "etc" / "jupyter-instructor",
                         dirs_exist_ok=True)
     subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
-    return prefix / "bin"
 
 
 # -- the class: users, folders, exchange ------------------------------------------------------------
