@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attention_course.checks import EXPECTED_LOG
 from attention_course.grading.course import COURSE_ID, ROOT, cell_scores, gradebook_url, scratch_course
+from attention_course.grading.hub import remove_users
 from attention_course.grading.cells import (
     BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
 )
@@ -87,9 +88,7 @@ def unix_users(*names: str):
             made.append(name)
         yield [pwd.getpwnam(name).pw_uid for name in names]
     finally:
-        for name in made:
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-            subprocess.run(["userdel", "--remove", name], capture_output=True)
+        remove_users(made)
 
 
 def answer_into(fetched: Path, answered: dict) -> None:

@@ -115,6 +115,7 @@ def _build_env(prefix: Path, log) -> None:
         subprocess.run([*pip, "-r", str(REQUIREMENTS[0]), "-r", str(REQUIREMENTS[1])], check=True)
         subprocess.run([str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(prefix / "lib")],
                        capture_output=True)
+        subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
         stamp.write_text(key + "\n")
         log(f"shared environment ready in {time.monotonic() - started:.0f} s")
     # the course package as it is now (a copy: every user reads it; the instructor's folder stays closed)
@@ -127,7 +128,8 @@ def _build_env(prefix: Path, log) -> None:
     for role in ("student", "instructor"):
         shutil.copytree(DEPLOY / role, etc if role == "student" else prefix / "etc" / "jupyter-instructor",
                         dirs_exist_ok=True)
-    subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
+    # what was copied now readable by all (the rest was made so once, when the environment was built)
+    subprocess.run(["chmod", "-R", "a+rX,go-w", str(site / "attention_course"), str(prefix / "etc")], check=True)
 
 
 # -- the class: users, folders, exchange ------------------------------------------------------------
