@@ -55,8 +55,8 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 	    nbgrader generate_feedback "$$a" --force --log-level=ERROR || exit 1; \
 	  fi; done
 
-grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import) (~5 s)
-	$(BIN)/python -m attention_course.grading table --csv grades.csv
+grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import; refused while answers wait for grading by hand unless PROVISIONAL=1) (~5 s)
+	$(BIN)/python -m attention_course.grading table --csv grades.csv $(if $(PROVISIONAL),--provisional)
 
 report: $(STAMP) ## Score histograms, per-check pass rates and the similarity of hand-ins (report/index.html) (~15 s)
 	$(BIN)/python -m attention_course.grading similarity

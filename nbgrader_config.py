@@ -26,6 +26,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.course import CATALOGUE, COURSE_ID
 from attention_course.grading.executor import JudgedExecute
+from attention_course.grading.term import ApplyTerm, LatePolicy
 from attention_course.grading.nbgrader_ext import (
     DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
 )
@@ -111,14 +112,30 @@ c.Autograde.autograde_preprocessors = [
     ClearMetadataPreprocessor,
     LimitOutput,
     SaveAutoGrades,
+    ApplyTerm,  # the due date and the student's extension, from c.Term below, into the gradebook
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+c.AssignLatePenalties.plugin_class = LatePolicy
 # A cell (or the student code one test calls) may run for at most a minute; the slowest
 # solution cell takes well under a second. The kernel may use at most 4 GiB and 64 processes.
 c.JudgedExecute.timeout = 60
 c.JudgedExecute.memory_limit = 4 * 2**30
 c.JudgedExecute.processes = 64
+
+# --- The term: due dates, the late policy, extensions -----------------------------
+# One place for the deadlines (attention_course/grading/term.py applies them in every autograde, stock nbgrader's and
+# the Formgrader's included). A due date carries its zone; an assignment left out has none (or the one set in the
+# Formgrader). A hand-in loses late_share_per_day of its score for each day or part of a day late, at most late_cap.
+# Extensions: extensions.csv in this folder, with the columns student,assignment,days (days may be fractional).
+# The grade table, grades.csv, the Canvas export, the report and the feedback pages show the penalty and the final
+# score; fix a date or grant an extension, then `make autograde FORCE=1` records the penalties again.
+c.Term.due = {
+    # "01_self_attention": "2027-01-22 17:00:00 Europe/London",
+}
+c.Term.late_share_per_day = 0.10
+c.Term.late_cap = 0.50
+c.Term.extensions = "extensions.csv"
 
 # --- Validate (the students' button) ------------------------------------------
 # Stderr dropped before judging, whole lines, longer waits: one function, which the students' servers on

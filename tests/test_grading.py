@@ -317,7 +317,7 @@ def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
     assert f'<a href="similarity/{assignment}.html">' in page.read_text(), "the report does not link the similarity"
     assert (tmp_path / f"{assignment}_scores.png").stat().st_size > 1000
     assert (tmp_path / f"{assignment}_checks.png").stat().st_size > 1000
-    scores, _, checks = collect(db, assignment)
+    scores, _, checks, _ = collect(db, assignment)
     everyone = read_scores(g.course, assignment)  # the catalogue, and any hostile hand-in of this assignment
     assert len(scores) == len(everyone) >= len(g.students)
     for check in checks:

@@ -322,3 +322,48 @@ def test_a_shell_without_the_variable_finds_the_class_exchange(tmp_path, monkeyp
     assert out.stdout.strip().splitlines()[-1] == str(shared), "the course's configuration hid the system's exchange"
     monkeypatch.setenv("NBGRADER_EXCHANGE_ROOT", str(tmp_path / "mine"))
     assert exchange_root(ROOT) == str(tmp_path / "mine")
+
+
+def test_the_term_reads_due_dates_with_their_zone_and_applies_the_late_policy(tmp_path):
+    from datetime import datetime, timedelta
+    from types import SimpleNamespace
+
+    from attention_course.grading.term import Term
+
+    term = Term(due={"a": "2027-01-22 17:00:00 Europe/London", "b": "2027-07-22T17:00:00+02:00"},
+                late_share_per_day=0.1, late_cap=0.35, extensions=str(tmp_path / "extensions.csv"))
+    assert term.due_date("a") == datetime(2027, 1, 22, 17) and term.due_date("b") == datetime(2027, 7, 22, 15)
+    assert term.due_date("none") is None
+    day = 86400
+    assert [term.penalty(80, s) for s in (0, 1, day, day + 1, 3 * day, 30 * day)] == [0, 8, 8, 16, 24, 28]
+    assert term.penalty(0, day) == 0
+    (tmp_path / "extensions.csv").write_text("student,assignment,days\nann,a,1.5\n")
+    assert term.extension("ann", "a") == timedelta(days=1.5) and term.extension("ben", "a") is None
+
+    def handed_in(student, when):
+        return SimpleNamespace(assignment=SimpleNamespace(name="a", duedate=None), student=SimpleNamespace(id=student),
+                               timestamp=when)
+
+    assert term.seconds_late(handed_in("ben", datetime(2027, 1, 22, 18))) == 3600
+    assert term.seconds_late(handed_in("ann", datetime(2027, 1, 22, 18))) == 0, "within her extension"
+    assert term.seconds_late(handed_in("ben", None)) == 0
+    term.check()
+    for bad in ("2027-01-22 17:00:00", "2027-01-22 17:00:00 Nowhere/Atlantis", "next friday"):
+        with pytest.raises(SystemExit, match="give the date with its zone"):
+            Term(due={"a": bad}).check()
+    (tmp_path / "extensions.csv").write_text("student,assignment,days\nann,a,soon\n")
+    with pytest.raises(SystemExit, match="line 2: an extension needs"):
+        Term(extensions=str(tmp_path / "extensions.csv")).check()
+
+
+def test_the_printed_grade_table_is_narrow_and_marks_provisional_and_late_scores():
+    from attention_course.grading.course import printable
+
+    header = ["student", "01_self_attention (/95)", "02_multihead_attention (/100)", "total", "max", "late penalty",
+              "to grade by hand", "provisional", "notes"]
+    rows = [["ann", 95, 80, 175, 195, 0, 0, "", ""],
+            ["ben", 76, "not graded", 76, 195, 19, 2, "yes", "01_self_attention: 36.0 hours late, 95 - 19 = 76"]]
+    text = printable(header, rows, {("ann", "01_self_attention"): "", ("ben", "01_self_attention"): "*L"})
+    assert "01 /95" in text and "02 /100" in text and "76*L" in text and "not graded" in text
+    assert "*  provisional" in text and "ben: 01_self_attention: 36.0 hours late" in text
+    assert max(len(line) for line in text.splitlines()[:4]) < 80, text

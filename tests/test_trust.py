@@ -432,3 +432,47 @@ def test_a_folder_closed_to_other_users_is_named():
         assert hub.closed_to_others(inner) is None
     finally:
         shutil.rmtree(top)
+
+
+def test_a_gradebook_copy_whose_tests_or_points_are_not_the_masters_is_named():
+    """trust.tests_as_in_source: the sanitize step refuses a notebook whose gradebook tests differ from source/."""
+    def cell(gid, source, **meta):
+        return {"cell_type": "code", "source": source, "metadata": {"nbgrader": {"grade_id": gid, **meta}}}
+
+    master = [cell("answer", "### BEGIN SOLUTION\nx = 1\n### END SOLUTION", solution=True, grade=True, points=3),
+              cell("check", "assert x == 1\n### BEGIN HIDDEN TESTS\nassert x > 0\n### END HIDDEN TESTS", grade=True,
+                   points=2),
+              cell("setup", "import math", locked=True)]
+    held = {"answer": ("code", "# YOUR CODE HERE", False, "c1", 3.0, "solution"),
+            "check": ("code", master[1]["source"], True, "c2", 2.0, None),
+            "setup": ("code", "import math", True, "c3", None, None)}
+    assert trust.tests_as_in_source(master, held) == []
+    assert trust.tests_as_in_source(None, held) == [], "no master to compare with: nothing to say"
+    fixed = [dict(c) for c in master]
+    fixed[1] = cell("check", "assert x == 1\n### BEGIN HIDDEN TESTS\nassert x >= 1\n### END HIDDEN TESTS", grade=True,
+                    points=4)
+    fixed[2] = cell("setup", "import math, cmath", locked=True)
+    fixed.append(cell("new_check", "assert True", grade=True, points=1))
+    assert sorted(trust.tests_as_in_source(fixed, held)) == sorted([
+        "test cell check: points 2 -> 4", "test cell check: its source changed", "read-only cell setup: its source "
+        "changed", "cell new_check is new in source/"])
+    assert trust.tests_as_in_source(master[:2], held) == ["cell setup is gone from source/"]
+    fixed[0] = cell("answer", "### BEGIN SOLUTION\ny = 2\n### END SOLUTION", solution=True, grade=True, points=3)
+    assert not [line for line in trust.tests_as_in_source(fixed, held) if "answer" in line], \
+        "a solution cell's source is the student's: never compared"
+
+
+def test_a_hand_in_copied_in_by_hand_takes_its_notebooks_time(tmp_path):
+    from datetime import datetime
+
+    (tmp_path / "a.ipynb").write_text("{}")
+    (tmp_path / "b.ipynb").write_text("{}")
+    (tmp_path / "notes.txt").write_text("later")
+    os.utime(tmp_path / "a.ipynb", (1_800_000_000, 1_800_000_000))
+    os.utime(tmp_path / "b.ipynb", (1_800_000_100, 1_800_000_100))
+    os.utime(tmp_path / "notes.txt", (1_900_000_000, 1_900_000_000))  # not a notebook: not its time
+    when, text = trust.handed_in_time(trust.inspect_handin(tmp_path))
+    assert when == datetime(2027, 1, 15, 8, 1, 40) and text == "2027-01-15 08:01:40.000000 UTC"
+    trust.write_exchange_metadata(tmp_path / "graded", {"timestamp.txt": text})  # what feedback/ then carries
+    assert trust.exchange_metadata(tmp_path / "graded") == {"timestamp.txt": text}
+    assert trust.handed_in_time(trust.inspect_handin(tmp_path / "empty")) == (None, "")

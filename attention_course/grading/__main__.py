@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import ROOT, available, canvas_table, format_table, gradebook_url, score_table, write_csv
+from .course import ROOT, Provisional, available, canvas_table, gradebook_url, printable, score_table, write_csv
 
 
 def main(argv=None) -> int:
@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     table.add_argument("--canvas", type=Path, default=Path("grades-canvas.csv"),
                        help="where to save the scores for Canvas's gradebook import (default: grades-canvas.csv)")
     table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    table.add_argument("--provisional", action="store_true",
+                       help="export to Canvas even scores with answers still to grade by hand (refused without it)")
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
@@ -101,18 +103,38 @@ def main(argv=None) -> int:
         from .report import write_report
 
         out = args.out if args.out.is_absolute() else course / args.out
-        print(f"Wrote {write_report(db, available(course), out)}")
+        from .term import course_term
+
+        term = course_term(course)
+        term.check()
+        print(f"Wrote {write_report(db, available(course), out, term)}")
         return 0
-    header, rows = score_table(db, available(course), course)
+    from .term import course_term
+
+    term = course_term(course)
+    term.check()
+    marks: dict = {}
+    header, rows = score_table(db, available(course), course, marks=marks, term=term)
     if not rows:
         print("The gradebook has no students yet: run `make autograde` first.", file=sys.stderr)
         return 1
-    print(format_table(header, rows))
+    print(printable(header, rows, marks))
     csv_path = args.csv if args.csv.is_absolute() else course / args.csv
     write_csv(csv_path, header, rows)
     canvas_path = args.canvas if args.canvas.is_absolute() else course / args.canvas
-    write_csv(canvas_path, *canvas_table(db, available(course)))
-    print(f"\nSaved {csv_path} and {canvas_path} (for Canvas: Grades > Import)")
+    try:
+        write_csv(canvas_path, *canvas_table(db, available(course), course, args.provisional, term))
+    except Provisional as waiting:
+        canvas_path.unlink(missing_ok=True)  # an older export must not pass for this one
+        shown = ", ".join(waiting.waiting[:8]) + (f" and {len(waiting.waiting) - 8} more" if len(waiting.waiting) > 8
+                                                  else "")
+        print(f"\nSaved {csv_path}. Not saved: {canvas_path.name}: {waiting} ({shown}); Canvas would show them "
+              "as final grades. Grade those answers in the Formgrader, or export them as they are with "
+              "`make grades PROVISIONAL=1` (--provisional).")
+        return 0
+    said = " (provisional scores included, as asked: answers still wait for grading by hand)" \
+        if args.provisional and any("*" in m for m in marks.values()) else ""
+    print(f"\nSaved {csv_path} and {canvas_path} (for Canvas: Grades > Import){said}")
     return 0
 
 

@@ -7,9 +7,15 @@ same pipeline ``nbgrader autograde`` runs (sanitize, judged execution, ``SaveAut
 penalties). Every notebook still gets a kernel process of its own, forked with the imports done.
 
 A submission is skipped when it was graded before and nothing that decides its grade changed:
-its files, the assignment's source, the course configuration and the course package (a
-fingerprint in ``autograded/<student>/<assignment>/.autograde-fingerprint``), and the gradebook
-still holds its grades. ``--force`` grades everything again.
+its files, the assignment's source, the gradebook's copy of its tests and points, the course configuration
+and the course package (a fingerprint in ``autograded/<student>/<assignment>/.autograde-fingerprint``), and
+the gradebook still holds its grades. ``--force`` grades everything again.
+
+Before anything is planned, an assignment whose tests or points in the gradebook are no longer those of
+``source/`` (a test fixed after the release) is put into the gradebook again from ``source/``, as ``make
+release`` does, and said so: no hand-in is graded with tests that differ from ``source/`` (the sanitize step
+refuses such a notebook, :class:`.nbgrader_ext.TrustGradebook`), and every hand-in the change affects is graded
+again, with each total that changed printed before -> after.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 
 from . import trust
 from .course import PACKAGE_DIR, available, gradebook_url, unusable_folders
+from .gradebook import changed_scores, refresh_tests, total_scores
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -66,10 +73,11 @@ def course_fingerprint(course: Path, assignment: str) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(course: Path, assignment: str, student: str, base: str) -> str:
-    """What decides a hand-in's grade: ``base`` (:func:`course_fingerprint`), the files it may be graded on
-    (:func:`.trust.submitted`) and what was refused, a link with the path it points to."""
-    digest = hashlib.sha256(base.encode())
+def fingerprint(course: Path, assignment: str, student: str, base: str, extra: str = "") -> str:
+    """What decides a hand-in's grade: ``base`` (:func:`course_fingerprint`), ``extra`` (the student's extension),
+    the files it may be graded on (:func:`.trust.submitted`) and what was refused, a link with the path it points
+    to."""
+    digest = hashlib.sha256((base + extra).encode())
     handin = trust.submitted(course, student, assignment)
     for path, rel, _ in handin.files:
         digest.update(rel.encode() + b"\0")
@@ -113,14 +121,20 @@ def _graded(db_url: str, course_id: str, assignment: str) -> set[str]:
 def plan(course: Path, assignments: list[str], db_url: str, course_id: str, force: bool):
     """The submissions to grade and those skipped as unchanged."""
     todo, skipped = [], []
+    from .gradebook import digest
+    from .term import course_term
+
+    term = course_term(course)
+    term.check()
     for assignment in assignments:
-        base = course_fingerprint(course, assignment)
+        base = course_fingerprint(course, assignment) + digest(db_url, course_id, assignment)
         graded = set() if force else _graded(db_url, course_id, assignment)
         for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
             if not folder.is_dir() or not trust.plain_id(folder.parent.name):
                 continue
             student = folder.parent.name
-            job = Job(assignment, student, fingerprint(course, assignment, student, base))
+            job = Job(assignment, student, fingerprint(course, assignment, student, base,
+                                                       f"extension {term.extension(student, assignment)}"))
             mark = course / "autograded" / student / assignment / FINGERPRINT
             try:
                 unchanged = mark.read_text().strip() == job.fingerprint
@@ -343,13 +357,17 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     app = NbGrader()
     app.initialize([])
     course_id = app.coursedir.course_id
+    # what the gradebook lacks is registered first: a hand-in's fingerprint holds the gradebook's tests
+    prepare_gradebook(course, db_url, course_id, [a for a in assignments if any((course / "submitted").glob(f"*/{a}"))],
+                      set(), stream)
+    refresh_tests(course, db_url, course_id, assignments, register, stream)
     todo, skipped = plan(course, assignments, db_url, course_id, force)
     for name in unusable_folders(course):
         stream.write(f"Not graded: submitted/{ascii(name)} is not a plain student id (letters, digits, _ . @ + -); "
                      "rename the folder and autograde again.\n")
     if skipped:
-        stream.write(f"Skipping {len(skipped)} submission(s) already graded and unchanged (--force grades them "
-                     "again).\n")
+        stream.write(f"Skipping {len(skipped)} submission(s) already graded and unchanged (make autograde FORCE=1, "
+                     "or --force, grades them again).\n")
     summary = {"graded": 0, "skipped": len(skipped), "failed": [], "seconds": 0.0, "workers": 0}
     if not todo:
         stream.write("Nothing to grade.\n")
@@ -370,6 +388,11 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
                          f"for what a hand-in could then do; `make doctor` says how to add them). To grade anyway, "
                          f"accept it: make autograde ACCEPT={','.join(refused)} (or --accept-missing "
                          f"{','.join(refused)}).")
+    unstamped = [j for j in todo if not (course / "submitted" / j.student / j.assignment / "timestamp.txt").is_file()]
+    if unstamped:
+        stream.write(f"{len(unstamped)} hand-in(s) have no timestamp.txt (copied in by hand, not collected): each is "
+                     "taken as handed in when its newest notebook was modified; write submitted/<student>/<id>/"
+                     "timestamp.txt (as collect does) to give another time.\n")
     what = f"Grading {len(todo)} submission(s) of {', '.join(sorted({j.assignment for j in todo}))}"
     if scheduler:
         from .cluster import grade
@@ -381,6 +404,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
         summary["workers"] = workers
         stream.write(f"{what} with {workers} worker(s)\n")
         results = _local(course, db_url, todo, workers)
+    before = {a: total_scores(db_url, course_id, a) for a in sorted({j.assignment for j in todo})}
     progress = Progress(len(todo), stream)
     progress.show()
     start = time.monotonic()
@@ -407,4 +431,9 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
                  f" ({summary['seconds'] / len(todo):.2f} s per submission)\n")
     if summary["failed"]:
         stream.write("Not graded (see the messages above): " + ", ".join(summary["failed"]) + "\n")
+    summary["changed"] = changed_scores(before, {a: total_scores(db_url, course_id, a) for a in before})
+    if summary["changed"]:
+        stream.write(f"Scores changed by this run ({len(summary['changed'])}, before -> after): "
+                     + ", ".join(f"{a}/{s} {old:g} -> {new:g}" for a, s, old, new in summary["changed"]) + "\n")
     return summary
+

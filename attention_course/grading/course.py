@@ -141,17 +141,23 @@ def autograded(submission) -> bool:
     return any(g.auto_score is not None for nb in submission.notebooks for g in nb.grades)
 
 
-def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tuple[list[str], list[list]]:
+def score_table(db_url: str, assignments: list[str], course: Path = ROOT, marks: dict | None = None,
+                term=None) -> tuple[list[str], list[list]]:
     """Per-student, per-assignment scores from the gradebook.
 
-    Returns the header and one row per student: id, a score per assignment
-    (blank where nothing was submitted, :data:`NOT_GRADED` where autograding did not finish), the total, the maximum, how many
-    answers still wait for manual grading (in the formgrader), and the problems
-    that kept a hand-in from being graded (a missing or unreadable notebook) or that collect refused (a hand-in
-    in another's name, one dated in the future).
+    Returns the header and one row per student: id, the final score of each assignment (after its late penalty;
+    blank where nothing was submitted, :data:`NOT_GRADED` where autograding did not finish), the total, the maximum,
+    the points lost for lateness, how many answers still wait for grading by hand (in the Formgrader), whether the
+    total is provisional (answers wait), and notes: each late hand-in (how late, score - penalty = final), the
+    problems that kept a hand-in from being graded (a missing or unreadable notebook) and what collect refused (a
+    hand-in in another's name, one dated in the future). ``marks``, if given, gets (student, assignment) -> "*"
+    (provisional), "L" (late) or "*L". ``term``: the course's :class:`.term.Term` (default: its configuration's).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
+    from .term import course_term, standing
+
+    term = term or course_term(course)
     with Gradebook(db_url) as gb:
         graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
         maxima = {a: gb.find_assignment(a).max_score for a in graded}
@@ -159,10 +165,10 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
         notebooks = {a: [nb.name for nb in gb.find_assignment(a).notebooks] for a in graded}
         refused = {a: trust.refusals(course, a) for a in graded}  # hand-ins collect would not take
         for student in sorted(gb.students, key=lambda s: s.id):
-            row, total, pending, problems = [student.id], 0.0, 0, []
+            row, total, lost, pending, notes = [student.id], 0.0, 0.0, 0, []
             for a in graded:
-                problems += [f"{a}: {p}" for p in submission_problems(course, student.id, a, notebooks[a])]
-                problems += [f"{a}: {p}" for p in refused[a].get(student.id, [])]
+                notes += [f"{a}: {p}" for p in submission_problems(course, student.id, a, notebooks[a])]
+                notes += [f"{a}: {p}" for p in refused[a].get(student.id, [])]
                 try:
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:
@@ -171,15 +177,21 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
                 if not autograded(submission):
                     row.append(NOT_GRADED)
                     continue
-                row.append(round(submission.score, 2))
-                total += submission.score
-                pending += sum(1 for nb in submission.notebooks for g in nb.grades if g.needs_manual_grade)
-            rows.append(row + [round(total, 2), sum(maxima.values()), pending, "; ".join(problems)])
+                now = standing(submission, term)
+                row.append(now.final)
+                total, lost, pending = total + now.final, lost + now.penalty, pending + now.pending
+                if now.seconds_late > 0:
+                    notes.append(f"{a}: {now.late_text()}, {now.score:g} - {now.penalty:g} = {now.final:g}")
+                if marks is not None:
+                    marks[(student.id, a)] = ("*" if now.provisional else "") + ("L" if now.penalty else "")
+            rows.append(row + [round(total, 2), sum(maxima.values()), round(lost, 2), pending,
+                               "yes" if pending else "", "; ".join(notes)])
     for name in unusable_folders(course):
-        rows.append([ascii(name)] + [""] * len(graded) + ["", sum(maxima.values()), 0,
+        rows.append([ascii(name)] + [""] * len(graded) + ["", sum(maxima.values()), "", 0, "",
                      "not graded: the folder name is not a plain student id (letters, digits, _ . @ + -); "
                      "rename it and autograde again"])
-    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "to grade by hand", "problems"]
+    header = ["student", *(f"{a} (/{maxima[a]:g})" for a in graded), "total", "max", "late penalty",
+              "to grade by hand", "provisional", "notes"]
     return header, rows
 
 
@@ -188,13 +200,27 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT) -> tup
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 
 
-def canvas_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[list]]:
-    """Scores in the layout of Canvas's gradebook import: the student columns, one column per
-    assignment (new assignments to Canvas, named by their id), a "Points Possible" row first.
+class Provisional(Exception):
+    """Scores that wait for grading by hand, which the Canvas export refuses unless asked for them."""
+
+    def __init__(self, waiting: list[str]):
+        self.waiting = waiting
+        super().__init__(f"{len(waiting)} score(s) still wait for answers to grade by hand")
+
+
+def canvas_table(db_url: str, assignments: list[str], course: Path = ROOT, provisional: bool = False,
+                 term=None) -> tuple[list[str], list[list]]:
+    """Final scores (after late penalties) in the layout of Canvas's gradebook import: the student columns, one
+    column per assignment (new assignments to Canvas, named by their id), a "Points Possible" row first.
     A student with no submission of an assignment, or one whose autograding did not finish, gets a blank cell, which
-    Canvas leaves unchanged."""
+    Canvas leaves unchanged. A score with answers still to grade by hand raises :class:`Provisional` (naming them)
+    unless ``provisional``: Canvas would show it as a final grade."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    from .term import course_term, standing
+
+    term = term or course_term(course)
+    waiting = []
     with Gradebook(db_url) as gb:
         graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
         maxima = [gb.find_assignment(a).max_score for a in graded]
@@ -208,9 +234,42 @@ def canvas_table(db_url: str, assignments: list[str]) -> tuple[list[str], list[l
                 except MissingEntry:
                     row.append("")
                     continue
-                row.append(f"{round(submission.score, 2):g}" if autograded(submission) else "")
+                if not autograded(submission):
+                    row.append("")
+                    continue
+                now = standing(submission, term)
+                if now.provisional:
+                    waiting.append(f"{student.id}/{a}")
+                row.append(f"{now.final:g}")
             rows.append(row)
+    if waiting and not provisional:
+        raise Provisional(waiting)
     return CANVAS_COLUMNS + graded, rows
+
+
+def printable(header: list[str], rows: list[list], marks: dict) -> str:
+    """:func:`score_table` as the terminal shows it: short assignment headers ("01 /95"), each score marked "*"
+    (answers wait for grading by hand: provisional) or "L" (after a late penalty), a legend, and the notes under
+    the table instead of a column, so that the table stays narrow."""
+    first = header.index("total")
+    names = [re.sub(r"^(\d+)_.*\(/(.*)\)$", r"\1 /\2", h) for h in header[1:first]]
+    ids = [h.split(" ", 1)[0] for h in header[1:first]]
+    short = ["student", *names, f"total /{rows[0][first + 1]:g}" if rows else "total", "late", "by hand"]
+    body = []
+    for row in rows:
+        scores = [f"{v:g}{marks.get((row[0], a), '')}" if isinstance(v, (int, float)) else str(v)
+                  for v, a in zip(row[1:first], ids)]
+        total = row[first]
+        body.append([row[0], *scores, f"{total:g}" if isinstance(total, (int, float)) else str(total),
+                     f"-{row[first + 2]:g}" if row[first + 2] else "", str(row[first + 3] or "")])
+    text = format_table(short, body)
+    if any(marks.values()):
+        text += ("\n\n*  provisional: answers still wait for grading by hand (Formgrader); the score will rise"
+                 "\nL  after a late penalty (grades.csv and the notes below say how late and how much)")
+    notes = [f"  {row[0]}: {note}" for row in rows for note in str(row[-1]).split("; ") if note]
+    if notes:
+        text += "\n\nNotes:\n" + "\n".join(notes)
+    return text
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> None:

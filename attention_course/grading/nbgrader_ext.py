@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from pathlib import Path
 
 from nbgrader import utils
 from nbconvert import HTMLExporter
@@ -191,6 +192,37 @@ class GetGradesShowPending(GetGrades):
     """nbgrader's ``GetGrades``, except that a cell still waiting for a grader (a written answer no one has
     scored) gets ``score = None`` instead of the gradebook's 0, so that its feedback says "not graded yet"."""
 
+    def preprocess(self, nb, resources):
+        """GetGrades, with the late penalty of the course's policy on the notebook's score as it is now (written
+        answers graded by hand after autograde count) and how late the hand-in was, in words."""
+        from nbgrader.api import Gradebook
+
+        from .term import Term, standing
+
+        nb, resources = super().preprocess(nb, resources)
+        info = resources["nbgrader"]
+        with Gradebook(self.db_url) as gb:
+            submission = gb.find_submission(self.assignment_id, self.student_id)
+            notebook = gb.find_submission_notebook(self.notebook_id, self.assignment_id, self.student_id)
+            late = standing(submission, Term(parent=self))
+            info["late_penalty"] = Term(parent=self).penalty(notebook.score, late.seconds_late)
+            info["score"] = notebook.score - info["late_penalty"]
+            info["late_text"] = late.late_text()
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        """GetGrades' step, and a test cell's label for the page's summary: its docstring's first line (the cell's
+        source comes from the gradebook, never the hand-in)."""
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+            quote = first[:3]
+            if quote in ('"""', "'" * 3):
+                label = first[3:].split(quote)[0].strip()
+                meta["label"] = label if len(label) <= 100 else label[:99].rstrip() + "…"
+        return cell, resources
+
     def _get_score(self, cell, resources):  # GetGrades._get_score, in one query of the gradebook instead of two
         grade = self.gradebook.find_grade(
             cell.metadata["nbgrader"]["grade_id"], self.notebook_id, self.assignment_id, self.student_id)
@@ -220,25 +252,32 @@ def submitted_outputs(student, assignment, notebook) -> dict:
     return found
 
 
+class StaleTests(RuntimeError):
+    """The gradebook's tests of a notebook are not the master's: an instructor's matter, never a student's grade."""
+
+
 class TrustGradebook(NbGraderPreprocessor):
     """nbgrader's sanitize step, replaced: a hand-in's cells rebuilt from the gradebook by
     :func:`.trust.rebuilt_cells`, in the master's order (:func:`.trust.master_order`); its notebook metadata
-    dropped, so the kernel is always the course's."""
+    dropped, so the kernel is always the course's. A notebook whose gradebook tests or points differ from the master
+    in ``source/`` is not graded at all (:func:`.trust.tests_as_in_source`)."""
 
     def preprocess(self, nb, resources):
         from nbformat import NotebookNode
         from nbgrader.api import Gradebook
 
+        from .gradebook import master_cells, notebook_cells
+
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gb:
-            notebook = gb.find_notebook(info["notebook"], info["assignment"])
-            points = {c.name: c.max_score for c in notebook.grade_cells}
-            points.update({c.name: c.max_score for c in notebook.task_cells})
-            roles = {c.name: "solution" for c in notebook.solution_cells}
-            roles.update({c.name: "task" for c in notebook.task_cells})
-            cells = {c.name: (c.cell_type, c.source, bool(c.locked), c.checksum, points.get(c.name), roles.get(c.name))
-                     for c in notebook.source_cells}
-            order = [c.name for c in notebook.source_cells]
+            cells, order = notebook_cells(gb.find_notebook(info["notebook"], info["assignment"]))
+        stale = trust.tests_as_in_source(master_cells(Path("."), info["assignment"], info["notebook"]), cells)
+        if stale:
+            raise StaleTests(
+                f"the gradebook's copy of {info['assignment']}/{info['notebook']} is not source/'s "
+                f"({'; '.join(stale[:3])}{'; ...' if len(stale) > 3 else ''}): nothing is graded with it. "
+                "`make release` puts source/'s tests into the gradebook (`make autograde` does it itself), then "
+                "`make autograde` grades again the hand-ins it changes")
         order = trust.master_order(".", info["assignment"], info["notebook"], order)
         nb.cells = trust.rebuilt_cells(nb.get("cells", []), cells, order, missing=lambda name: self.log.warning(
             "%s: cell %s was missing and is put back", info["student"], name))

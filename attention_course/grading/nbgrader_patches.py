@@ -24,6 +24,9 @@ other nbgrader it stops with a message naming what it would patch, because each 
     cannot rename the course folder away, nor rename or remove a classmate's hand-in.
 ``ExchangeSubmit.copy_files``
     Leaves the hand-in's folder 0755 (stock: 0777), so that nobody who learns its name adds or removes its files.
+``ExchangeReleaseFeedback.copy_files``
+    Skips, with a warning, the page of a hand-in copied in by hand (no ``submission_secret.txt``), instead of
+    stopping the whole release.
 ``Grade.manual_score`` / ``Grade.extra_credit``
     Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
     a script, or a page that was made to call that API.
@@ -49,7 +52,8 @@ from . import trust
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
            "Exchange.do_copy", "ExchangeCollect.init_src/do_copy",
-           "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files",
+           "ExchangeReleaseFeedback.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "nbgraderformat.common.jsonschema"]
 _installed = False
 
@@ -139,6 +143,14 @@ def _autograde_init_assignment(self, assignment_id: str, student_id: str) -> Non
             self.log.error(msg)
             raise NbGraderException(msg)
         timestamp = self.coursedir.get_existing_timestamp(str(src)) if handin.readable("timestamp.txt") else None
+        metadata = trust.exchange_metadata(src) if handin.readable("timestamp.txt") \
+            or handin.readable("submission_secret.txt") else {}
+        if timestamp is None:  # copied in by hand (an LMS export): the notebooks' time, said so
+            timestamp, metadata["timestamp.txt"] = trust.handed_in_time(handin)
+            if timestamp is not None:  # one line for the whole run in `make autograde` (autograde.run)
+                self.log.info("%s/%s has no timestamp.txt: taken as handed in at %s, its notebooks' modification "
+                                 "time (write submitted/%s/%s/timestamp.txt to give another)", student_id,
+                                 assignment_id, metadata["timestamp.txt"], student_id, assignment_id)
         if timestamp:
             submission = gb.update_or_create_submission(assignment_id, student_id, timestamp=timestamp)
             if submission.total_seconds_late > 0:
@@ -148,8 +160,7 @@ def _autograde_init_assignment(self, assignment_id: str, student_id: str) -> Non
 
     # the exchange's metadata, validated and re-written; the master's extra files (the instructor's own)
     dest_path = self._format_dest(assignment_id, student_id)
-    trust.write_exchange_metadata(Path(dest_path), trust.exchange_metadata(src) if handin.readable("timestamp.txt")
-                                  or handin.readable("submission_secret.txt") else {})
+    trust.write_exchange_metadata(Path(dest_path), {k: v for k, v in metadata.items() if v})
     source_path = self.coursedir.format_path(self.coursedir.source_directory, ".", assignment_id)
     excluded = {os.path.join(source_path, x) for x in self.exclude_overwriting.get(assignment_id, [])}
     for filename in set(utils.find_all_files(source_path, self.coursedir.ignore + ["*.ipynb"])) - excluded:
@@ -313,6 +324,51 @@ def _collect() -> None:
             entry.chmod(0o755)
 
     ExchangeSubmit.copy_files = copy_files
+
+    from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
+
+    ExchangeReleaseFeedback.copy_files = _release_feedback_copy_files
+
+
+def _release_feedback_copy_files(self) -> None:
+    """nbgrader 0.9.6's ``ExchangeReleaseFeedback.copy_files``, except that a page whose hand-in came without the
+    exchange's metadata (copied into ``submitted/`` by hand: no ``submission_secret.txt``, which names the page for
+    its student) is skipped with a warning saying where it is, instead of stopping the whole release with
+    ``FileNotFoundError``; the metadata is read as data (:func:`.trust.exchange_metadata`)."""
+    import glob
+    import re
+    import shutil
+
+    from nbgrader.utils import notebook_hash
+
+    excluded = set(self.coursedir.student_id_exclude.split(",")) if self.coursedir.student_id_exclude else set()
+    pattern = re.escape(os.path.sep).join([
+        self.coursedir.format_path(self.coursedir.feedback_directory, "(?P<student_id>.*)",
+                                   self.coursedir.assignment_id, escape=True), "(?P<notebook_id>.*).html"])
+    skipped = set()
+    for page in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
+        match = re.match(pattern, page)
+        if match is None:
+            self.log.error("Could not match '%s' with regexp '%s'", page, pattern)
+            continue
+        student_id, notebook_id = match.group("student_id"), match.group("notebook_id")
+        if student_id in excluded:
+            continue
+        metadata = trust.exchange_metadata(Path(page).parent)
+        if "submission_secret.txt" not in metadata:
+            if student_id not in skipped:
+                self.log.warning("Not released: %s's feedback on %s (%s): the hand-in did not come through the "
+                                 "exchange (no submission_secret.txt), so the student cannot fetch it; send the page "
+                                 "yourself", student_id, self.coursedir.assignment_id, Path(page).parent)
+                skipped.add(student_id)
+            continue
+        checksum = notebook_hash(secret=metadata["submission_secret.txt"], notebook_id=notebook_id)
+        self.log.info("Releasing feedback for student '%s' on assignment '%s/%s/%s' (%s)", student_id,
+                      self.coursedir.course_id, self.coursedir.assignment_id, notebook_id,
+                      metadata.get("timestamp.txt", "no time"))
+        temporary = os.path.join(self.dest_path, f"{checksum}-tmp.html")
+        shutil.copy(page, temporary)
+        shutil.move(temporary, os.path.join(self.dest_path, f"{checksum}.html"))  # atomically, as stock
 
 
 # -- the gradebook: scores within what a cell allows ------------------------------------------------

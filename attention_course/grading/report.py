@@ -25,13 +25,21 @@ class CheckStats:
         return self.passed / self.graded if self.graded else 0.0
 
 
-def collect(db_url: str, assignment: str) -> tuple[list[float], float, list[CheckStats]]:
-    """Total scores, the maximum, and per-autograded-cell statistics of one assignment."""
+def collect(db_url: str, assignment: str, term=None) -> tuple[list[float], float, list[CheckStats], dict]:
+    """Final scores (after late penalties, :func:`.term.standing`), the maximum, per-autograded-cell statistics of
+    one assignment, and how many hand-ins were penalised for lateness and are provisional."""
     from nbgrader.api import Gradebook
 
+    from .course import autograded
+    from .term import Term, standing
+
+    term = term or Term()
     with Gradebook(db_url) as gb:
         a = gb.find_assignment(assignment)
-        scores = [s.score for s in gb.assignment_submissions(assignment)]
+        standings = [standing(s, term) for s in gb.assignment_submissions(assignment) if autograded(s)]
+        scores = [s.final for s in standings]
+        counts = {"late": sum(1 for s in standings if s.penalty), "provisional": sum(1 for s in standings
+                                                                                    if s.provisional)}
         stats = {}
         for nb in a.notebooks:
             sources = {c.name: c.source for c in nb.source_cells}
@@ -47,7 +55,7 @@ def collect(db_url: str, assignment: str) -> tuple[list[float], float, list[Chec
                         st = stats[grade.name]
                         st.graded += 1
                         st.passed += int(grade.score >= grade.max_score)
-        return scores, a.max_score, sorted(stats.values(), key=lambda s: (s.rate, s.name))
+        return scores, a.max_score, sorted(stats.values(), key=lambda s: (s.rate, s.name)), counts
 
 
 def plot(assignment: str, scores: list[float], max_score: float, checks: list[CheckStats], out: Path) -> tuple[Path, Path]:
@@ -55,12 +63,14 @@ def plot(assignment: str, scores: list[float], max_score: float, checks: list[Ch
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     hist_path, checks_path = out / f"{assignment}_scores.png", out / f"{assignment}_checks.png"
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.hist(scores, bins=min(20, max(5, len(scores))), range=(0, max_score), color="#4c72b0", edgecolor="white")
     ax.set_xlabel(f"score (out of {max_score:g})")
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # students come whole
     ax.set_title(f"{assignment}: {len(scores)} submissions")
     fig.tight_layout()
     fig.savefig(hist_path, dpi=110)
@@ -103,12 +113,13 @@ def checks_text(assignment: str, checks: list[CheckStats]) -> str:
             f"{len(low)} check{'s' if len(low) != 1 else ''} below 50%. The table below lists every check.")
 
 
-def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
-    """Write the PNGs and ``index.html`` into ``out``; returns the page's path."""
+def write_report(db_url: str, assignments: list[str], out: Path, term=None) -> Path:
+    """Write the PNGs and ``index.html`` into ``out``; returns the page's path. ``term``: the course's
+    :class:`.term.Term` (its late policy; default: none)."""
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     for assignment in assignments:
-        scores, max_score, checks = collect(db_url, assignment)
+        scores, max_score, checks, counts = collect(db_url, assignment, term)
         if not scores:
             continue
         hist, bars = plot(assignment, scores, max_score, checks, out)
@@ -122,7 +133,9 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
             for c in checks)
         sections.append(f"""<section>
 <h2>{html.escape(assignment)}</h2>
-<p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g}.{similar}</p>
+<p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g} (final scores: after {counts["late"]} late
+penalt{"y" if counts["late"] == 1 else "ies"}; {counts["provisional"]} provisional, with answers still to grade by
+hand).{similar}</p>
 <img src="{hist.name}" alt="{html.escape(scores_text(assignment, scores, max_score))}">
 <img src="{bars.name}" alt="{html.escape(checks_text(assignment, checks))}">
 <table><caption>Autograded checks of {html.escape(assignment)}, the most failed first</caption>
@@ -140,7 +153,7 @@ def write_report(db_url: str, assignments: list[str], out: Path) -> Path:
 <style>body{{font-family:sans-serif;line-height:1.5;color:#1f1f1f;background:#fff;max-width:60em;margin:2em auto;
 padding:0 1em}} img{{max-width:100%;height:auto;display:block;margin:1em 0}} caption{{text-align:left;font-weight:bold}} h1,h2{{overflow-wrap:anywhere}}
 table{{border-collapse:collapse;max-width:100%}} td,th{{border:1px solid #767676;padding:.25em .5em;text-align:left;
-overflow-wrap:anywhere}} a{{color:#0b57a4;text-decoration:underline}}</style></head>
+overflow-wrap:anywhere}} th{{overflow-wrap:normal;white-space:nowrap}} a{{color:#0b57a4;text-decoration:underline}}</style></head>
 <body><main><h1>Class report</h1>
 <p>Checks are listed from the one the class failed most. Written answers are graded by hand and not shown.</p>
 {''.join(sections) or '<p>No submissions have been autograded yet.</p>'}

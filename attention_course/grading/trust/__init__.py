@@ -14,11 +14,12 @@ Files (:mod:`.files`)
 Exchange (:mod:`.exchange`)
     :func:`inbound_entries` (collect takes a folder of ``inbound/`` only from the Unix user of the id it claims,
     at the time the grader can trust, never dated in the future), :func:`refusals` (what it refused, for the
-    grade table).
+    grade table), :func:`handed_in_time` (a hand-in copied in by hand: its notebooks' own time).
 Notebooks (:mod:`.notebook`)
     :func:`rebuilt_cells` (cells, roles, points, locked sources and order come from the gradebook and the
     master), :func:`student_names` (what the judge may take from a kernel), :func:`changed_in_place` (a
-    function that changes its argument fails the check), :func:`capped_grade` (grades within the cell's points).
+    function that changes its argument fails the check), :func:`capped_grade` (grades within the cell's points),
+    :func:`tests_as_in_source` (a hand-in is graded only with the master's tests and points).
 Pages (:mod:`.pages`)
     :func:`inert_outputs` (outputs as text and raster images), :func:`inert_markdown_cell` (attachments as
     raster images), :func:`clean_html` and :func:`clean_markdown_html` (HTML from a student's text through
@@ -27,15 +28,15 @@ Pages (:mod:`.pages`)
 
 from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
                     kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
-from .exchange import inbound_entries, logins_table, record_refusals, refusals, trusted_timestamp
+from .exchange import handed_in_time, inbound_entries, logins_table, record_refusals, refusals, trusted_timestamp
 from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, rebuilt_cells,
-                       student_names)
+                       student_names, tests_as_in_source)
 from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell,
                     inert_outputs, shown_failure)
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
-           "inspect_handin", "kernel_files", "inbound_entries", "logins_table", "record_refusals", "refusals",
+           "inspect_handin", "kernel_files", "handed_in_time", "inbound_entries", "logins_table", "record_refusals", "refusals",
            "trusted_timestamp", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
-           "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names",
+           "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "rebuilt_cells", "student_names", "tests_as_in_source",
            "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell",
            "inert_outputs", "shown_failure"]

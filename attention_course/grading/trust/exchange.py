@@ -149,6 +149,19 @@ def trusted_timestamp(when: datetime) -> str:
     return when.strftime(TIMESTAMP_FORMAT)
 
 
+def handed_in_time(handin) -> tuple[datetime | None, str]:
+    """Rule: a hand-in without ``timestamp.txt`` (copied into ``submitted/`` by hand, not collected) was handed in
+    when its newest notebook was last modified (the file's own time, never a text the student wrote); the
+    instructor gives another by writing ``timestamp.txt``. Returns the time (UTC, without zone, as nbgrader keeps
+    it) and its ``timestamp.txt`` text; (None, "") without a readable notebook. ``handin``: a
+    :class:`.files.Handin`."""
+    times = [os.lstat(path).st_mtime for path, rel, _ in handin.files if rel.endswith(".ipynb")]
+    if not times:
+        return None, ""
+    when = datetime.fromtimestamp(max(times), timezone.utc)
+    return when.replace(tzinfo=None), trusted_timestamp(when)
+
+
 def record_refusals(course: Path, assignment: str, refused: list[dict]) -> None:
     """Append what collect refused (and, marked ``taken``, the folders it re-dated) to the course's record, for the
     grade table's problems column."""

@@ -92,6 +92,41 @@ def rebuilt_cells(cells: list, gradebook: dict, order: list[str], missing=None) 
     return rebuilt
 
 
+def tests_as_in_source(master: list | None, gradebook: dict) -> list[str]:
+    """Rule: a hand-in is graded only with the tests and points of the master in ``source/``. ``master``: the master
+    notebook's cells (None: unreadable, nothing to compare); ``gradebook``: that notebook's cells as
+    :func:`rebuilt_cells` takes them. Returns how the gradebook's copy differs, a line each (empty: it is the
+    master's): a cell new in or gone from the master, points changed, the source of a test or read-only cell changed
+    (a solution cell's source is the student's and is not compared)."""
+    if master is None:
+        return []
+    want = {}
+    for cell in master:
+        meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+        name = meta.get("grade_id")
+        if not isinstance(name, str) or not any(meta.get(k) for k in ("grade", "solution", "locked", "task")):
+            continue
+        graded = bool(meta.get("grade") or meta.get("task"))
+        source = None if meta.get("solution") else replace_blocks(_source(cell), BEGIN_STARTER, END_STARTER, uncomment)
+        want[name] = (float(meta.get("points", 0)) if graded else None, source,
+                      "test" if graded and not meta.get("solution") else "answer" if graded else "read-only")
+    lines = [f"cell {name} is new in source/" for name in want if name not in gradebook]
+    lines += [f"cell {name} is gone from source/" for name in gradebook if name not in want]
+    for name, (points, source, kind) in want.items():
+        if name not in gradebook:
+            continue
+        _, held, _, _, held_points, role = gradebook[name]
+        if (points is None) != (held_points is None) or (points is not None and abs(points - held_points) > 1e-9):
+            lines.append(f"{kind} cell {name}: points {_points(held_points)} -> {_points(points)}")
+        if source is not None and role != "solution" and source != held:
+            lines.append(f"{kind} cell {name}: its source changed")
+    return lines
+
+
+def _points(value) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
 def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset:
     """Rule: the names the judge may take from the student's kernel are those the master's unlocked code
     cells (solutions, starter code, demonstrations) bind, minus every name a locked cell binds.
