@@ -53,6 +53,7 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 	@for a in $(ASSIGNMENTS); do \
 	  if compgen -G "autograded/*/$$a" > /dev/null; then \
 	    nbgrader generate_feedback "$$a" --force --log-level=ERROR || exit 1; \
+	    echo "$$a: $$(ls feedback/*/$$a/*.html 2> /dev/null | wc -l) page(s) in feedback/<student>/$$a/"; \
 	  fi; done
 
 grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import; refused while answers wait for grading by hand unless PROVISIONAL=1) (~5 s)
@@ -100,6 +101,6 @@ hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructo
 hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~2 min the first time)
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
-clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook); keep .venv
+clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange); keep .venv and extensions.csv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report
+	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange

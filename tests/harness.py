@@ -63,8 +63,10 @@ def as_student(home, user: str, exchange, *args: str) -> subprocess.CompletedPro
     quiet = [] if args[0] == "list" else ["--log-level=WARN"]  # `list` tells what it finds in its log
     if args[0] in ("submit", "fetch_feedback"):
         quiet.append(f"--student={user}")
+    # the student's own nbgrader cache (the secrets submit keeps to fetch feedback), never the real home's
     proc = subprocess.run([str(BIN / "nbgrader"), *args, f"--course={COURSE_ID}", f"--Exchange.root={exchange}",
-                           *quiet], cwd=home, env=env, capture_output=True, text=True)
+                           f"--Exchange.cache={Path(home) / '.nbgrader_cache'}", *quiet], cwd=home, env=env,
+                          capture_output=True, text=True)
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} as {user} failed:\n{proc.stderr[-3000:]}"
     return proc
 

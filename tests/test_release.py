@@ -135,6 +135,7 @@ def test_solution_pages_meet_wcag_aa(regenerated):
     written = write_pages(regenerated, ASSIGNMENTS)
     assert len(written) == len(list((regenerated / "solutions").glob("*/*.ipynb"))) >= len(ASSIGNMENTS)
     assert not [p for p in written if "$$" in p.read_text(encoding="utf-8")], "raw TeX left in a page"
+    assert not [p for p in written if "SOLUTION" in p.read_text(encoding="utf-8")], "solution markers in a page"
     with chromium() as browser:
         failed = wcag_failures(browser, {p.parent.name: p for p in written})
     assert not failed, "solution pages:\n" + "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())

@@ -75,11 +75,15 @@ def main(argv=None) -> int:
     if args.command == "similarity":
         from .similarity import THRESHOLD, handed_in, main as similarity_main
 
-        chosen = args.assignments or [a for a in available(course) if handed_in(course, a)]
+        known = available(course)
+        # an id, or its number (A=1, A=01) or any unique beginning of it
+        chosen = [next(iter(m)) if len(m := [k for k in known if k == a or k.startswith(a.zfill(2) + "_")
+                                              or k.startswith(a)]) == 1 else a for a in args.assignments] \
+            or [a for a in known if handed_in(course, a)]
         unknown = [a for a in chosen if a not in available(course)]
         if unknown or not chosen:
-            print(f"Unknown assignment(s): {', '.join(unknown)}" if unknown else "No hand-ins in submitted/ yet.",
-                  file=sys.stderr)
+            print(f"Unknown assignment(s): {', '.join(unknown)}; the assignments are {', '.join(available(course))}"
+                  if unknown else "No hand-ins in submitted/ yet.", file=sys.stderr)
             return 1
         threshold = THRESHOLD if args.threshold is None else args.threshold
         if not 0 < threshold <= 1:

@@ -300,14 +300,14 @@ def write(course: Path, assignment: str, out: Path | None = None, threshold: flo
     return result
 
 
-def summary(result: Result) -> str:
+def summary(result: Result, page: Path | None = None) -> str:
     flagged = [p for p in result.pairs if p["flagged"]]
     n = len(result.students)
     lines = [f"{result.assignment}: {n} hand-ins compared, {n * (n - 1) // 2} pairs, {len(flagged)} flagged "
              f"(score >= {result.threshold:g})"]
     lines += [f"  {p['score']:.2f}  {p['students'][0]} and {p['students'][1]}" for p in flagged[:20]]
     if len(flagged) > 20:
-        lines.append(f"  ... and {len(flagged) - 20} more (see the page)")
+        lines.append(f"  ... and {len(flagged) - 20} more (see {page or 'the page'})")
     lines += [f"  not compared: {trust.display_name(s)}: {why}" for s, why in result.skipped.items()]
     lines += [f"  compared in part: {s}: {what}" for s, what in result.notes.items()]
     return "\n".join(lines)
@@ -320,5 +320,5 @@ def main(course: Path, assignments: list[str], threshold: float = THRESHOLD, com
         except FileNotFoundError as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(summary(result))
+        print(summary(result, course / "report" / "similarity" / f"{assignment}.html"))
     return 0

@@ -8,9 +8,22 @@ alternative its plotting code attached).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .nbgrader_ext import CODE_STYLE, TEMPLATES
+
+
+_MARKER = re.compile(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?")
+
+
+def without_markers(nb, resources):
+    """nbgrader's solution markers (``### BEGIN SOLUTION`` / ``### END SOLUTION``) taken out of every cell: the
+    posted page shows the answer as a student would write it."""
+    for cell in nb.cells:
+        if cell.cell_type in ("code", "markdown"):
+            cell.source = _MARKER.sub("", cell.source)
+    return nb, resources
 
 
 def exporter():
@@ -23,7 +36,7 @@ def exporter():
     config = Config()
     config.HTMLExporter.extra_template_basedirs = [TEMPLATES]
     config.HTMLExporter.template_name = "course"
-    config.HTMLExporter.preprocessors = [TypesetMath]
+    config.HTMLExporter.preprocessors = [without_markers, TypesetMath]
     config.CSSHTMLHeaderPreprocessor.style = CODE_STYLE
     return PageExporter(config=config)
 
