@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html demo autograde feedback grades report similarity check test sweep audit bench bench-class lab hub hub-env doctor clean
+.PHONY: help install release solutions solutions-html student-bundle demo autograde feedback grades report similarity check test sweep audit bench bench-class lab hub hub-env doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -91,6 +91,9 @@ bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 a
 doctor: $(STAMP) ## Which layers of the kernels' sandbox hold on this host, and how to add a missing one (~2 s)
 	$(BIN)/python -m attention_course.grading doctor
 
+student-bundle: $(STAMP) ## What students get, without source/ or the grading code: the release, the student package, pins, Validate settings (bundle/*.zip)
+	$(BIN)/python -m attention_course.grading student-bundle
+
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)
 
@@ -103,4 +106,4 @@ hub-env: $(STAMP) ## Build or refresh the environment every user's server runs o
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange); keep .venv and extensions.csv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange
+	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange bundle

@@ -140,7 +140,7 @@ c.Term.extensions = "extensions.csv"
 # --- Validate (the students' button) ------------------------------------------
 # Stderr dropped before judging, whole lines, longer waits: one function, which the students' servers on
 # JupyterHub call too (deploy/jupyterhub/student/nbgrader_config.py), so both Validates agree.
-from attention_course.grading.nbgrader_ext import validate_settings  # noqa: E402
+from attention_course.nbgrader_settings import validate_settings  # noqa: E402
 
 validate_settings(c)
 

@@ -44,7 +44,7 @@ def pytest_terminal_summary(terminalreporter):
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
 SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
 SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
-                "test_faults.py", "test_hub.py", "test_term.py"}
+                "test_faults.py", "test_hub.py", "test_term.py", "test_bundle.py"}
 
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
@@ -58,6 +58,7 @@ LONG_MODULES = ["test_release.py",  # ~355 s
                 "test_sandbox.py",  # ~70 s
                 "test_faults.py",  # ~60 s
                 "test_term.py",  # ~60 s
+                "test_bundle.py",  # ~40 s (two minutes more the first time on a machine)
                 "test_browser_inert.py",  # ~50 s
                 "test_isolation.py",  # ~35 s
                 "test_exchange.py"]  # ~30 s

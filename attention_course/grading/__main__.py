@@ -9,6 +9,8 @@
            (report/similarity/<id>.json and .html).
 ``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
+``student-bundle`` writes what students get (the release, the student package, pins, Validate settings) as a
+           folder and a zip in bundle/.
 """
 
 from __future__ import annotations
@@ -55,8 +57,18 @@ def main(argv=None) -> int:
     pages = sub.add_parser("solutions-html", help="render solutions/<id>/*.ipynb as solutions/<id>/*.html")
     pages.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
+    bundle = sub.add_parser("student-bundle", help="what students get, as bundle/<name>/ and bundle/<name>.zip")
+    bundle.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/bundle)")
     args = parser.parse_args(argv)
     course = args.course.resolve()
+
+    if args.command == "student-bundle":
+        from .bundle import write_bundle
+
+        archive = write_bundle(course, args.out)
+        print(f"Wrote {archive.with_suffix('')}/ and {archive}: give students either (its README.md says how to "
+              "install and start)")
+        return 0
 
     if args.command == "doctor":
         from .autograde import sandbox_settings

@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ..nbgrader_settings import COURSE_ID  # noqa: F401  (the course's id in nbgrader, kept where students' nbgrader reads it)
 from . import trust
 
 #: An assignment is a folder of ``source/`` named ``<two digits>_<name>``; the digits give the teaching order.
@@ -56,8 +57,6 @@ def unusable_folders(course: Path) -> list[str]:
 #: class and the bench hand in), beside its master in source/<id>/. nbgrader never copies it (nbgrader_config.py
 #: lists it in ``CourseDirectory.ignore``): no release, solution, autograded folder or feedback holds it.
 CATALOGUE = "catalogue.py"
-#: The course's id in nbgrader (the exchange's folder for it; ``nbgrader_config.py`` sets it).
-COURSE_ID = "attention-from-scratch"
 
 
 def exchange_root(course: Path) -> str:

@@ -6,8 +6,7 @@ folder), so the course's Validate settings come from the one function the course
 
 import os
 
-from attention_course.grading.course import COURSE_ID
-from attention_course.grading.nbgrader_ext import validate_settings
+from attention_course.nbgrader_settings import COURSE_ID, validate_settings
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
