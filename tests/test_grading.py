@@ -341,8 +341,14 @@ def test_grades_export_for_canvas(graded, assignment, tmp_path):
 
     g = graded(assignment)
     out = tmp_path / "canvas.csv"
-    subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(g.course), "table",
-                    "--csv", str(tmp_path / "grades.csv"), "--canvas", str(out)], check=True, capture_output=True)
+    table = [sys.executable, "-m", "attention_course.grading", "--course", str(g.course), "table",
+             "--csv", str(tmp_path / "grades.csv"), "--canvas", str(out)]
+    # written answers wait for grading by hand: the scores are provisional, and the export is refused unless asked
+    refused = subprocess.run(table, check=True, capture_output=True, text=True)
+    assert "Not saved: canvas.csv" in refused.stdout and "PROVISIONAL=1" in refused.stdout and not out.exists(), \
+        refused.stdout[-2000:]
+    asked = subprocess.run(table + ["--provisional"], check=True, capture_output=True, text=True)
+    assert "provisional scores included" in asked.stdout, asked.stdout[-2000:]
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     header, points, students = rows[0], rows[1], rows[2:]

@@ -5,8 +5,8 @@
   the notebooks import, and the course's Validate settings);
 * ``requirements.txt``: the pins of what a student runs (JupyterLab, nbgrader's Validate and Assignment List,
   NumPy, PyTorch, Matplotlib, seaborn) and of everything they need, taken from the course's ``requirements.txt``;
-* ``nbgrader_config.py``: the students' nbgrader settings (``deploy/jupyterhub/student/``, the course id and the
-  course's Validate settings, :mod:`attention_course.nbgrader_settings`);
+* ``nbgrader_config.py``: the students' nbgrader settings: the course id and the course's Validate settings
+  (:mod:`attention_course.nbgrader_settings`, which the hub's student servers read too);
 * ``README.md``: how to install and start.
 """
 
@@ -86,6 +86,16 @@ On the course's JupyterHub you need none of this: fetch the assignments from **N
 """
 
 
+CONFIG = """\"\"\"nbgrader settings for the course's students: the course id and the course's Validate settings.\"\"\"
+
+from attention_course.nbgrader_settings import COURSE_ID, validate_settings
+
+c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
+c.CourseDirectory.course_id = COURSE_ID
+validate_settings(c)
+"""
+
+
 def write_bundle(course: Path = ROOT, out: Path | None = None) -> Path:
     """Write the bundle folder and its zip into ``out`` (default ``<course>/bundle``); returns the zip's path."""
     out = out or course / "bundle"
@@ -114,7 +124,7 @@ def write_bundle(course: Path = ROOT, out: Path | None = None) -> Path:
         "# What a student runs (JupyterLab, nbgrader's Validate, NumPy, PyTorch CPU, Matplotlib, seaborn) and all it\n"
         "# needs, pinned as the course pins them (and only them: install with --no-deps, as the README says).\n"
         + "\n".join(sorted(lines)) + "\n", encoding="utf-8")
-    shutil.copy(ROOT / "deploy" / "jupyterhub" / "student" / "nbgrader_config.py", folder / "nbgrader_config.py")
+    (folder / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     (folder / "README.md").write_text(README, encoding="utf-8")
     archive = out / f"{NAME}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:

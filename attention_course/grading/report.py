@@ -153,7 +153,7 @@ hand).{similar}</p>
 <style>body{{font-family:sans-serif;line-height:1.5;color:#1f1f1f;background:#fff;max-width:60em;margin:2em auto;
 padding:0 1em}} img{{max-width:100%;height:auto;display:block;margin:1em 0}} caption{{text-align:left;font-weight:bold}} h1,h2{{overflow-wrap:anywhere}}
 table{{border-collapse:collapse;max-width:100%}} td,th{{border:1px solid #767676;padding:.25em .5em;text-align:left;
-overflow-wrap:anywhere}} th{{overflow-wrap:normal;white-space:nowrap}} a{{color:#0b57a4;text-decoration:underline}}</style></head>
+overflow-wrap:anywhere}} @media (min-width:40em){{th{{overflow-wrap:normal}}}} a{{color:#0b57a4;text-decoration:underline}}</style></head>
 <body><main><h1>Class report</h1>
 <p>Checks are listed from the one the class failed most. Written answers are graded by hand and not shown.</p>
 {''.join(sections) or '<p>No submissions have been autograded yet.</p>'}
