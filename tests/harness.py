@@ -180,14 +180,21 @@ def feedback(course: Path, assignments: list[str], processes: int = 2) -> None:
         list(pool.map(lambda calls: api_calls(course, calls), [share for share in shares if share]))
 
 
-def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the course's parallel autograde command (``make autograde``) in ``course`` (``env``: extra variables)."""
+def course_command(course: Path, command: str, *args: str, check: bool = True, env: dict | None = None
+                   ) -> subprocess.CompletedProcess:
+    """Run one of the course's commands (``python -m attention_course.grading <command>``) in ``course``
+    (``env``: extra variables)."""
     env = dict(os.environ, **(env or {}), PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
+    proc = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), command,
                            *args], cwd=course, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"autograde {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{command} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc
+
+
+def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the course's parallel autograde command (``make autograde``) in ``course`` (``env``: extra variables)."""
+    return course_command(course, "autograde", *args, check=check, env=env)
 
 
 def new_course(tmp: Path, assignments: list[str]) -> Path:

@@ -13,7 +13,7 @@ import re
 from attention_course.grading.course import available, catalogue_path
 from tools.submissions import COMPLETE, load_catalogue, read_notebook, write_class, write_notebook
 
-from harness import course_autograde, nbgrader, new_course, read_scores, release
+from harness import course_autograde, course_command, nbgrader, new_course, read_scores, release
 
 #: One assignment whose test is changed, and one that is not (its hand-ins must not be graded again).
 CHANGED, UNCHANGED = available()[0], available()[5]
@@ -145,7 +145,7 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     # nbgrader's own late-submission step recorded the same penalties
     assert {s: round(p, 2) for s, p in recorded.items()} == {s: round(score[s] - want[s], 2) for s in score}, recorded
 
-    table = subprocess_table(course)
+    table = course_command(course, "table")
     assert "Not saved: grades-canvas.csv: 3 score(s) still wait" in table.stdout and "PROVISIONAL=1" in table.stdout, \
         table.stdout
     assert not (course / "grades-canvas.csv").exists()
@@ -160,12 +160,12 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     assert f"{want['ben']:g}*L" in lines["ben"] and f"{want['ann']:g} " in lines["ann"] + " ", table.stdout
     assert "provisional" in table.stdout and "late penalty" in table.stdout
 
-    asked = subprocess_table(course, "--provisional")
+    asked = course_command(course, "table", "--provisional")
     assert "provisional scores included" in asked.stdout, asked.stdout
     canvas = list(csv.reader(open(course / "grades-canvas.csv")))
     assert {r[2]: float(r[-1]) for r in canvas[2:]} == want, canvas
 
-    report = subprocess_table(course, command="report")
+    report = course_command(course, "report")
     text = (course / "report" / "index.html").read_text()
     assert "4 submissions, mean" in text and "after 2 late\npenalties; 3 provisional" in text, report.stdout
 
@@ -178,16 +178,3 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     pages = list((course / "exchange").rglob("feedback/*.html"))
     assert len(pages) == 3 * len(list((course / "source" / a).glob("*.ipynb"))), pages
 
-
-def subprocess_table(course, *args, command="table"):
-    import os
-    import subprocess
-    import sys
-
-    from harness import BIN
-
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), command, *args],
-                          cwd=course, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc

@@ -107,17 +107,6 @@ def sandbox_settings(course: Path, app=None) -> dict:
     return JudgedExecute(parent=app).settings()
 
 
-def _graded(db_url: str, course_id: str, assignment: str) -> set[str]:
-    """Students with a submission of ``assignment`` in the gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(db_url, course_id) as gb:
-        try:
-            return {s.student.id for s in gb.assignment_submissions(assignment)}
-        except MissingEntry:
-            return set()
-
-
 def plan(course: Path, assignments: list[str], db_url: str, course_id: str, force: bool):
     """The submissions to grade and those skipped as unchanged."""
     todo, skipped = [], []
@@ -128,7 +117,7 @@ def plan(course: Path, assignments: list[str], db_url: str, course_id: str, forc
     term.check()
     for assignment in assignments:
         base = course_fingerprint(course, assignment) + digest(db_url, course_id, assignment)
-        graded = set() if force else _graded(db_url, course_id, assignment)
+        graded = set() if force else set(total_scores(db_url, course_id, assignment))
         for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
             if not folder.is_dir() or not trust.plain_id(folder.parent.name):
                 continue

@@ -152,3 +152,14 @@ def python_source(cell_source: str) -> str:
     from IPython.core.inputtransformer2 import TransformerManager
 
     return TransformerManager().transform_cell(cell_source)
+
+
+def check_summary(source: str, limit: int | None = None) -> str:
+    """What a test cell checks, in one line: the first line of its opening docstring, without the quotes ("" if it
+    opens with none); cut at ``limit`` characters with an ellipsis."""
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+    quote = first[:3]
+    if quote not in ('"""', "'" * 3):
+        return ""
+    text = first[3:].split(quote)[0].strip()
+    return text if limit is None or len(text) <= limit else text[:limit - 1].rstrip() + "…"

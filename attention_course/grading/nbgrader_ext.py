@@ -31,7 +31,8 @@ from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Bool, List
 
 from . import nbgrader_patches, trust
-from .cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, quiet_docstring, replace_blocks, uncomment
+from .cells import (BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, check_summary, quiet_docstring,
+                    replace_blocks, uncomment)
 
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 #: The course's nbconvert templates (the feedback page, the solutions' pages), searched before nbgrader's own.
@@ -197,17 +198,16 @@ class GetGradesShowPending(GetGrades):
         answers graded by hand after autograde count) and how late the hand-in was, in words."""
         from nbgrader.api import Gradebook
 
-        from .term import Term, standing
+        from .term import Term, late_words
 
         nb, resources = super().preprocess(nb, resources)
-        info = resources["nbgrader"]
+        info, term = resources["nbgrader"], Term(parent=self)
         with Gradebook(self.db_url) as gb:
-            submission = gb.find_submission(self.assignment_id, self.student_id)
+            late = term.seconds_late(gb.find_submission(self.assignment_id, self.student_id))
             notebook = gb.find_submission_notebook(self.notebook_id, self.assignment_id, self.student_id)
-            late = standing(submission, Term(parent=self))
-            info["late_penalty"] = Term(parent=self).penalty(notebook.score, late.seconds_late)
+            info["late_penalty"] = term.penalty(notebook.score, late)
             info["score"] = notebook.score - info["late_penalty"]
-            info["late_text"] = late.late_text()
+            info["late_text"] = late_words(late)
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
@@ -216,11 +216,7 @@ class GetGradesShowPending(GetGrades):
         cell, resources = super().preprocess_cell(cell, resources, index)
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-            quote = first[:3]
-            if quote in ('"""', "'" * 3):
-                label = first[3:].split(quote)[0].strip()
-                meta["label"] = label if len(label) <= 100 else label[:99].rstrip() + "…"
+            meta["label"] = check_summary(cell.source, limit=100)
         return cell, resources
 
     def _get_score(self, cell, resources):  # GetGrades._get_score, in one query of the gradebook instead of two

@@ -11,6 +11,8 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cells import check_summary
+
 
 @dataclass
 class CheckStats:
@@ -46,9 +48,7 @@ def collect(db_url: str, assignment: str, term=None) -> tuple[list[float], float
             for cell in nb.grade_cells:
                 if cell.cell_type != "code":
                     continue  # written answers are graded by hand
-                first = (sources.get(cell.name) or "").strip().splitlines()
-                summary = first[0].strip().strip('"') if first else ""
-                stats[cell.name] = CheckStats(cell.name, cell.max_score, 0, 0, summary)
+                stats[cell.name] = CheckStats(cell.name, cell.max_score, 0, 0, check_summary(sources.get(cell.name) or ""))
             for sub in nb.submissions:
                 for grade in sub.grades:
                     if grade.name in stats and grade.auto_score is not None:

@@ -168,11 +168,16 @@ class Standing:
 
     def late_text(self) -> str:
         """How late, in words ("" when on time)."""
-        if self.seconds_late <= 0:
-            return ""
-        hours = self.seconds_late / 3600
-        return f"{hours / 24:.1f} days late" if hours >= 48 else f"{hours:.1f} hours late" if hours >= 1 else \
-            f"{self.seconds_late / 60:.0f} minutes late"
+        return late_words(self.seconds_late)
+
+
+def late_words(seconds: float) -> str:
+    """``seconds`` late in words ("" when on time): minutes, hours, or days from two days up."""
+    if seconds <= 0:
+        return ""
+    hours = seconds / 3600
+    return f"{hours / 24:.1f} days late" if hours >= 48 else f"{hours:.1f} hours late" if hours >= 1 else \
+        f"{seconds / 60:.0f} minutes late"
 
 
 def standing(submission, term: Term) -> Standing:
