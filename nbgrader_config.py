@@ -54,7 +54,7 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # machine. On JupyterHub, point every user at one shared folder (world-writable, sticky, like /tmp): set
 # Exchange.root in the system's nbgrader configuration (/etc/jupyter/nbgrader_config.py), which this file then
 # keeps (an ssh or cron shell of the instructor finds the class's exchange too), or NBGRADER_EXCHANGE_ROOT for
-# the servers (README, "Exchange"); the variable wins (attention_course.grading.course.exchange_root).
+# the servers (docs/jupyterhub.md); the variable wins (attention_course.grading.course.exchange_root).
 from pathlib import Path  # noqa: E402
 
 from attention_course.grading.course import exchange_root  # noqa: E402
@@ -91,6 +91,10 @@ c.GenerateAssignment.preprocessors = [
 # Solutions may be published after the deadline: they run the visible tests
 # only, and never show the hidden ones.
 # nbgrader's own execution (solutions, Validate) waits longer than its defaults: validate_settings below.
+# A written answer's mark scheme sits inside its solution region (marking.py): the release loses both with the
+# solution; the posted solutions keep the model answer and lose the scheme (nbgrader's ClearMarkScheme, which
+# would otherwise insist on "task" cells: ours are answer cells with a grade id).
+c.ClearMarkScheme.enforce_metadata = False
 c.GenerateSolution.preprocessors = [
     IncludeHeaderFooter,
     LockCells,
@@ -159,7 +163,11 @@ from attention_course.grading.trust import clean_html, clean_markdown_html  # no
 # show as text and raster images only (InertContent), and HTML made from Markdown or raw cells passes the
 # course's sanitiser (trust.clean_html, nh3) in place of nbconvert's clean_html and, after every rendering of
 # Markdown (Formgrader's and the feedback page's own blocks included), of its strip_files_prefix filter.
-c.HTMLExporter.preprocessors = [TypesetMath, InertContent]
+# In the Formgrader's submission page only, each written answer is followed by its marking guide (question, model
+# answer, mark scheme from source/) and a link to grade that question for every hand-in (marking.py).
+from attention_course.grading.marking import ShowMarkScheme  # noqa: E402
+
+c.HTMLExporter.preprocessors = [ShowMarkScheme, TypesetMath, InertContent]
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.filters = {"clean_html": clean_html, "strip_files_prefix": clean_markdown_html}
 c.HTMLExporter.extra_template_basedirs = [

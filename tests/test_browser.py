@@ -336,6 +336,69 @@ def test_4_instructor_collects_autogrades_and_scores_in_formgrader(world):
     assert "Score: 4.0 / 5.0" in html and "not graded yet" not in html
 
 
+def test_4b_instructor_grades_one_question_for_the_whole_class(world):
+    """A written question graded across the class: the submission page shows the marking guide under the answer
+    and links to the question's page, which lists every hand-in's answer beside the mark scheme; ticks add up a
+    score, which reaches the gradebook with the comment; both pages pass axe and reflow at 320 px."""
+    from attention_course.grading.marking import question
+
+    from browser import REFLOW, audit, describe_violations
+
+    lab, course = world["instructor"], world["course"]
+    scheme = question(ROOT, A, STEM, WRITTEN).items
+    bruno = gradebook_state(course, "bruno")
+    assert bruno["manual"] is None, "bruno's written answer should still wait for grading"
+    page = page_of(world)
+    page.goto(lab.url("formgrader"))  # where an instructor starts (and, here, the token's login cookie for "/")
+    page.goto(lab.url(f"formgrader/submissions/{bruno['id']}/"))
+    expect(page.locator("h4").filter(has_text="Marking guide")).to_have_count(1)
+    link = page.locator("a.marking")
+    page.wait_for_function("() => { const a = document.querySelector('a.marking');"
+                           " return a && a.getAttribute('tabindex') === null }")  # the keyboard reaches it
+    link.scroll_into_view_if_needed()
+    shot(page, "4b-marking-guide-in-formgrader")
+    assert link.get_attribute("href") == f"/formgrader/questions/{A}/{STEM}/{WRITTEN}"
+    link.click()
+    expect(page.locator("h1")).to_contain_text(WRITTEN)
+    expect(page.locator("#progress")).to_have_text("2 answers, 1 still to grade.")
+    expect(page.locator("section.answer.pending")).to_have_count(1)
+    # bruno's section, found again by its grade's id (it is no longer "pending" once scored)
+    grade_id = page.locator("section.answer.pending").get_attribute("data-grade")
+    pending = page.locator(f"section.answer[data-grade='{grade_id}']")
+    ticks = pending.locator("input.tick-box")
+    assert ticks.count() == len(scheme)
+    ticks.nth(0).check()
+    ticks.nth(1).check()
+    earned = scheme[0][0] + scheme[1][0]
+    expect(pending.locator(".status")).to_have_text(f"Saved: {earned:g} / 5.")
+    assert pending.locator("input.score").input_value() == f"{earned:g}"
+    pending.locator("textarea").fill("Names both keys; the 10·I and 0 cases are missing.")
+    pending.locator("textarea").press("Tab")
+    expect(pending.locator(".status")).to_have_text("Comment saved.")
+    bruno = gradebook_state(course, "bruno")
+    assert bruno["manual"] == earned and bruno["comment"] == "Names both keys; the 10·I and 0 cases are missing."
+    shot(page, "4b-question-page")
+    page.goto(lab.url("formgrader/questions"))
+    row = page.locator("tr").filter(has_text=WRITTEN)
+    expect(row.locator("td").nth(3)).to_have_text("0")
+    page.close()
+
+    url = lab.url(f"formgrader/questions/{A}/{STEM}/{WRITTEN}")
+    for name, address in (("questions", lab.url("formgrader/questions")), ("question", url)):
+        for viewport in ({"width": 1280, "height": 900}, {"width": 320, "height": 640}):
+            ctx = world["browser"].new_context(bypass_csp=True, viewport=viewport)
+            try:
+                audited = ctx.new_page()
+                audited.goto(address)
+                if viewport["width"] > 320:
+                    found = audit(audited)
+                    assert not found, f"the {name} page: {describe_violations(found)}"
+                else:
+                    assert not audited.evaluate(REFLOW), f"the {name} page does not reflow at 320 px"
+            finally:
+                ctx.close()
+
+
 def test_5_feedback_page_reads_within_the_page_offline(world):
     course = world["course"]
     path = course / "feedback" / "bruno" / A / f"{STEM}.html"

@@ -4,8 +4,9 @@ One hostile hand-in carries the payload corpus (tests/tools/payloads.py) in ever
 its written answer (Markdown), a raw cell, a Markdown cell's attachments, outputs of every type stored in the
 notebook and produced while it is graded, cell and notebook metadata, and a file name. An honest hand-in
 writes its answer with maths, a table, a pasted plot, a link and code. Both are autograded by the course
-command; then their feedback pages (opened from disk) and their Formgrader submission pages (a real
-JupyterLab server on loopback) are loaded in Chromium. No dialog may open and no request may leave for the
+command; then their feedback pages (opened from disk), their Formgrader submission pages and the page that
+shows the written question's answers from every hand-in (a real JupyterLab server on loopback) are loaded in
+Chromium. No dialog may open and no request may leave for the
 payloads' host; no element with an event handler, no script but the page's own, no frame, object, form or
 inline SVG, and no ``javascript:`` URL may be in the DOM; the honest answer keeps its formatting
 (screenshots in tests/screenshots/). Through the Formgrader's own API, a grade cannot be set above what the
@@ -211,14 +212,19 @@ def visit(stage, url: str, name: str, settle_ms: int = 1500) -> tuple[list, list
     return dialogs, remote, page
 
 
+#: The written question of 01, whose answers (the hostile one's and the honest one's) the question page lists.
+WRITTEN = "heatmap_answer"
+
+
 def pages(stage, student: str) -> list[tuple[str, str]]:
     course, lab = stage["course"], stage["lab"]
     feedback = course / "feedback" / student / A / f"{STEM}.html"
     return [("feedback", feedback.as_uri()),
-            ("formgrader", lab.url(f"formgrader/submissions/{submission_id(course, student)}/"))]
+            ("formgrader", lab.url(f"formgrader/submissions/{submission_id(course, student)}/")),
+            ("question", lab.url(f"formgrader/questions/{A}/{STEM}/{WRITTEN}"))]
 
 
-@pytest.mark.parametrize("where", ["feedback", "formgrader"])
+@pytest.mark.parametrize("where", ["feedback", "formgrader", "question"])
 def test_no_payload_runs_in_any_page(stage, where):
     url = dict(pages(stage, "hostile"))[where]
     dialogs, remote, page = visit(stage, url, f"hostile-{where}")
@@ -228,6 +234,9 @@ def test_no_payload_runs_in_any_page(stage, where):
         active = page.evaluate(ACTIVE)
         assert not active, f"active content in the {where} page: {active[:10]}"
         text = page.inner_text("body")
+        if where == "question":  # both answers are there (the hostile one's text, made inert)
+            assert page.locator("section.answer .text").count() == 2, "an answer is missing from the question page"
+            return
         assert "stored outputs" in text and "not shown" in text, "the hostile cells are not on the page"
         assert not page.query_selector("div#notebook-container.panel-heading"), \
             "a student's element kept the id of one of the page's own"
@@ -236,7 +245,7 @@ def test_no_payload_runs_in_any_page(stage, where):
 
 
 def test_the_pages_carry_a_content_security_policy(stage):
-    feedback_url, formgrader_url = (u for _, u in pages(stage, "hostile"))
+    feedback_url, formgrader_url, question_url = (u for _, u in pages(stage, "hostile"))
     html = Path(feedback_url[len("file://"):]).read_text()
     assert "Content-Security-Policy" in html and "default-src 'none'" in html
     page = stage["browser"].new_page()
@@ -248,11 +257,13 @@ def test_the_pages_carry_a_content_security_policy(stage):
         page.wait_for_load_state("load")
         # the page's own scripts still work: the grade inputs are filled in by formgrade.js
         page.wait_for_selector("input.score, .score", timeout=30_000)
+        policy = page.goto(question_url).headers.get("content-security-policy", "")
+        assert re.search(r"script-src 'self' 'nonce-[\w-]+'", policy), policy
     finally:
         page.close()
 
 
-@pytest.mark.parametrize("where", ["feedback", "formgrader"])
+@pytest.mark.parametrize("where", ["feedback", "formgrader", "question"])
 def test_honest_answers_keep_their_formatting(stage, where):
     url = dict(pages(stage, "honest"))[where]
     dialogs, remote, page = visit(stage, url, f"honest-{where}", settle_ms=300)

@@ -13,7 +13,8 @@ import pytest
 from attention_course.grading.course import ROOT, available, catalogue_path
 from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
 from tools.submissions import (
-    BEGIN_SOLUTION, END_SOLUTION, apply_submission, load_catalogue, read_notebook, solved_notebook, write_notebook,
+    BEGIN_MARK_SCHEME, BEGIN_SOLUTION, END_MARK_SCHEME, END_SOLUTION, apply_submission, load_catalogue, read_notebook,
+    solved_notebook, write_notebook,
 )
 
 from fastvalidate import FAILED, SUCCESS, validate_many
@@ -22,7 +23,7 @@ from harness import api_calls, masters, nbgrader, new_course, split_master, trai
 
 ASSIGNMENTS = available()
 CHECKS = {"assert_close", "check_shape", "check_sums_to_one", "check_unchanged"}  # all return None
-MARKERS = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_HIDDEN, END_HIDDEN, BEGIN_STARTER, END_STARTER)
+MARKERS = (BEGIN_SOLUTION, END_SOLUTION, BEGIN_MARK_SCHEME, END_MARK_SCHEME, BEGIN_HIDDEN, END_HIDDEN, BEGIN_STARTER, END_STARTER)
 
 
 def test_every_assignment_is_there():
@@ -136,6 +137,7 @@ def test_solution_pages_meet_wcag_aa(regenerated):
     assert len(written) == len(list((regenerated / "solutions").glob("*/*.ipynb"))) >= len(ASSIGNMENTS)
     assert not [p for p in written if "$$" in p.read_text(encoding="utf-8")], "raw TeX left in a page"
     assert not [p for p in written if "SOLUTION" in p.read_text(encoding="utf-8")], "solution markers in a page"
+    assert not [p for p in written if "MARK SCHEME" in p.read_text(encoding="utf-8")], "a mark scheme in a page"
     with chromium() as browser:
         failed = wcag_failures(browser, {p.parent.name: p for p in written})
     assert not failed, "solution pages:\n" + "\n\n".join(f"{k}:\n{v}" for k, v in failed.items())

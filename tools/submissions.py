@@ -19,6 +19,7 @@ from pathlib import Path
 from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_MARK_SCHEME, END_MARK_SCHEME = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 
 
 @dataclass
@@ -131,14 +132,15 @@ def _grade_id(cell) -> str | None:
 def solved_notebook(master: dict) -> dict:
     """The master as a student who wrote the reference solution would hand it in.
 
-    Solution markers are removed (their content kept), starter blocks and
-    hidden tests are dropped, and outputs are cleared.
+    Solution markers are removed (their content kept), starter blocks, mark
+    schemes and hidden tests are dropped, and outputs are cleared.
     """
     nb = copy.deepcopy(master)
     for cell in nb["cells"]:
         src = _source(cell)
         src = replace_blocks(src, BEGIN_STARTER, END_STARTER, lambda lines, indent: [])
         src = replace_blocks(src, BEGIN_HIDDEN, END_HIDDEN, lambda lines, indent: [])
+        src = replace_blocks(src, BEGIN_MARK_SCHEME, END_MARK_SCHEME, lambda lines, indent: [])
         src = replace_blocks(src, BEGIN_SOLUTION, END_SOLUTION, lambda lines, indent: lines)
         cell["source"] = src
         if cell["cell_type"] == "code":

@@ -262,7 +262,7 @@ def main(settings: dict, course_file: str) -> int:
     findings = exchange_findings(root, COURSE_ID)
     if Path(root).resolve() == (course / "exchange").resolve():  # out of the box: one user, nobody to fear
         findings = [("exchange", None, f"{root} is the course's own (one machine, one user); on a hub set "
-                                       "Exchange.root for everybody (README, \"The exchange\")"), findings[-1]]
+                                       "Exchange.root for everybody (docs/jupyterhub.md)"), findings[-1]]
     for name, ok, text in findings:
         print(f"  [{'holds' if ok else 'n/a' if ok is None else 'OPEN':^7}] {name:<10} {text}")
     print(f"\nGrader: uid {os.geteuid()}{' (root)' if os.geteuid() == 0 else ''}, Python {sys.version.split()[0]}, "

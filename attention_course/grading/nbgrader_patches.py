@@ -40,20 +40,19 @@ other nbgrader it stops with a message naming what it would patch, because each 
 from __future__ import annotations
 
 import os
-import re
-import secrets
 import stat
 from pathlib import Path
 
 import nbgrader
 
-from . import trust
+from . import formgrader_pages, trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
            "Exchange.do_copy", "ExchangeCollect.init_src/do_copy",
            "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files",
            "ExchangeReleaseFeedback.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
+           "FormgradeExtension.init_handlers",
            "nbgraderformat.common.jsonschema"]
 _installed = False
 
@@ -77,7 +76,7 @@ def install() -> None:
     _converters()
     _exchange()
     _gradebook()
-    _formgrader()
+    formgrader_pages.install()
     _installed = True
 
 
@@ -384,43 +383,6 @@ def _gradebook() -> None:
 
     event.listen(Grade.manual_score, "set", manual, retval=True)
     event.listen(Grade.extra_credit, "set", extra, retval=True)
-
-
-# -- the Formgrader's submission page ------------------------------------------------------------
-_SCRIPT = re.compile(r"<script(?=[\s>])", re.IGNORECASE)
-#: nbgrader's template shows a student's name with two inline onclick handlers; the policy forbids those,
-#: so the same behaviour is attached by a script that carries the page's nonce.
-_TOGGLES = ('onclick="toggle_name(true);"', 'onclick="toggle_name(false);"')
-_TOGGLE_SCRIPT = ("<script>$(function () { $('.name-hidden').on('click', function () { toggle_name(true); }); "
-                  "$('.name-shown').on('click', function () { toggle_name(false); }); });</script>")
-
-
-def with_nonce(page: str) -> tuple[str, str]:
-    """The page with every one of its ``<script>`` elements given a fresh nonce, and the policy that allows
-    only those (so a script or handler that reached the page from a hand-in would not run)."""
-    nonce = secrets.token_urlsafe(18)
-    for toggle in _TOGGLES:
-        page = page.replace(toggle, "")
-    page = page.replace("</body>", _TOGGLE_SCRIPT + "</body>", 1)
-    page = _SCRIPT.sub(f'<script nonce="{nonce}"', page)
-    policy = (f"default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'unsafe-inline'; "
-              "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
-              "base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
-    return page, policy
-
-
-def _formgrader() -> None:
-    from nbgrader.server_extensions.formgrader.handlers import SubmissionHandler
-
-    stock_write = SubmissionHandler.write
-
-    def write(self, chunk):
-        if isinstance(chunk, str) and "<html" in chunk[:4096].lower():
-            chunk, policy = with_nonce(chunk)
-            self.set_header("Content-Security-Policy", policy)
-        return stock_write(self, chunk)
-
-    SubmissionHandler.write = write
 
 
 # -- nbgrader's cell metadata checks ---------------------------------------------------------------
