@@ -154,6 +154,9 @@ def test_a_term_on_jupyterhub_with_real_users():
         # the Formgrader is the instructor's alone
         assert h.server(teach, "GET", "/formgrader/api/assignments").status_code == 200
         assert h.server(ann, "GET", "/formgrader/api/assignments").status_code == 404
+        # and so are the question pages (hand grading one question across the class), under the hub's prefix
+        assert h.server(teach, "GET", "/formgrader/questions").status_code == 200
+        assert h.server(ann, "GET", "/formgrader/questions").status_code == 404
         # a token of one student opens nothing of another's server
         assert h.server(bea, "GET", "/api/contents", as_user=ann).status_code in (403, 404)
 
@@ -228,6 +231,11 @@ def test_a_term_on_jupyterhub_with_real_users():
         assert f"owned by {bea}" in problems[ann] and f"owned by {bea}" in problems[bea], problems
         assert "re-dated by collect: its name says 2000-01-01" in problems[bea], problems
         assert "Re-dated" in collected.get("log", ""), collected.get("log", "")[-2000:]
+
+        # the written question's page on the instructor's server lists both students' answers
+        page = h.server(teach, "GET", f"/formgrader/questions/{A}/{NOTEBOOK[:-6]}/heatmap_answer")
+        assert page.status_code == 200 and "2 answers" in page.text and "Mark scheme" in page.text, page.text[:500]
+        assert h.server(teach, "GET", f"/formgrader/questions/{A}/{NOTEBOOK[:-6]}/..%2F..").status_code == 404
 
         # feedback returned through the Formgrader, fetched by each student from their own server
         for step in ("generate_feedback", "release_feedback"):

@@ -330,7 +330,10 @@ def routes() -> list[tuple]:
         @check_xsrf
         @check_notebook_dir
         def get(self, assignment_id, notebook_id, grade_id):
-            q = question(Path(self.coursedir.root), assignment_id, notebook_id, grade_id)
+            from .trust import plain_id
+
+            names = (assignment_id, notebook_id, grade_id)
+            q = question(Path(self.coursedir.root), *names) if all(plain_id(n) for n in names) else None
             if q is None:
                 raise web.HTTPError(404, f"No written question {grade_id} in {assignment_id}/{notebook_id}")
             indices = self.api.get_notebook_submission_indices(assignment_id, notebook_id)
