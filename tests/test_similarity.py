@@ -17,6 +17,7 @@ import pytest
 from attention_course.grading import similarity
 from attention_course.grading.course import ROOT, available, catalogue_path
 
+from tools.disguises import disguised
 from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, disguise, load_catalogue, read_notebook,
                                write_class, write_notebook)
 
@@ -27,7 +28,7 @@ OTHER_STYLE = {"01_self_attention": "alt-torch-float32", "02_multihead_attention
                "05_hand_designed_transformers": "alt-designs-rotated", "06_efficient_attention": "alt-torch-float32",
                "07_attention_backward": "alt-torch-float32"}
 COPIED, COPY = "ada", "copycat"
-PAYLOAD = 'note = "</pre></div><script>alert(1)</script><img src=x onerror=alert(2)>"\n'
+PAYLOAD = 'w = "</pre></div><script>alert(1)</script><img src=x onerror=alert(2)>"\n'
 
 
 def scratch_class(folder: Path, assignment: str) -> Path:
@@ -128,7 +129,7 @@ def test_a_flood_of_hostile_code_is_compared_in_part_and_shown_inert(tmp_path):
         for path in (course / "release" / assignment).glob("*.ipynb"):
             nb = read_notebook(path)
             nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                                "source": PAYLOAD + "\n".join(f"v{i} = {i} * w + b" for i in range(8000))})
+                                "source": PAYLOAD + "\n".join(f"w = w * {i} + b" for i in range(8000))})
             write_notebook(nb, course / "submitted" / name / assignment / path.name)
     result = similarity.write(course, assignment)
     assert set(result.notes) == {"flood", "flood-too"} and "only the first 60,000 of its" in result.notes["flood"]
@@ -186,6 +187,65 @@ def test_a_solution_copied_by_many_is_common_code_unless_the_limit_is_raised(tmp
     data = json.loads((course / "report" / "similarity" / f"{assignment}.json").read_text(encoding="utf-8"))
     assert sum(p["flagged"] for p in data["pairs"]) > n, run.stdout[:500]
     assert "flagged" in run.stdout and assignment in run.stdout
+
+
+#: The disguises of tools/disguises.py besides renaming (which the class above already carries), one copy of the
+#: demo student's hand-in each.
+KINDS = ("restyle", "pad", "functional", "combined", "writefile")
+
+
+@pytest.fixture(scope="module")
+def disguised_classes(tmp_path_factory):
+    """Per assignment, a class of eight: the demo student, her copy disguised each way of KINDS, the master's
+    solution and a catalogue alternative in another style (the two independent authors); assignment -> pairs."""
+    out = {}
+    for assignment in available():
+        course = tmp_path_factory.mktemp("disguises") / assignment
+        for part in ("source", "release"):
+            shutil.copytree(ROOT / part / assignment, course / part / assignment)
+        catalogue = load_catalogue(catalogue_path(assignment))
+        other = next(s for s in catalogue if s.name == OTHER_STYLE[assignment])
+        write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED], "other-style": other})
+        names = [p.name for p in sorted((course / "source" / assignment).glob("*.ipynb"))]
+        original = {name: read_notebook(course / "submitted" / COPIED / assignment / name) for name in names}
+        for i, kind in enumerate(KINDS):
+            for name, nb in disguised(original, kind, seed=i).items():
+                write_notebook(nb, course / "submitted" / f"copy-{kind}" / assignment / name)
+        result = similarity.analyse(course, assignment)
+        assert len(result.students) == 8 and not result.skipped, result.skipped
+        out[assignment] = {frozenset(p["students"]): p for p in result.pairs}
+    return out
+
+
+@pytest.mark.parametrize("assignment", available())
+def test_every_disguise_is_flagged_above_every_pair_of_independent_authors(disguised_classes, assignment):
+    pairs = disguised_classes[assignment]
+    score = lambda a, b: pairs.get(frozenset((a, b)), {"score": 0.0})["score"]  # noqa: E731
+    independent = max(score("other-style", who) for who in ("master", COPIED, *(f"copy-{k}" for k in KINDS)))
+    for kind in KINDS:
+        copied = score(COPIED, f"copy-{kind}")
+        assert copied >= similarity.THRESHOLD and copied > independent, \
+            f"{assignment}: the {kind} copy scores {copied:.2f}, independent authors up to {independent:.2f}"
+    assert independent < similarity.THRESHOLD, f"{assignment}: independent authors flagged ({independent:.2f})"
+
+
+def test_two_runs_give_the_same_json(reports, tmp_path):
+    """In two processes with different hash seeds (copydetect's own hashing is randomised per process)."""
+    import os
+    import subprocess
+    import sys
+
+    course, _, _ = reports["02_multihead_attention"]
+    texts = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                        "from attention_course.grading import similarity; "
+                        "similarity.write(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))",
+                        str(course), "02_multihead_attention", str(out)], check=True, cwd=ROOT,
+                       env=dict(os.environ, PYTHONHASHSEED=seed))
+        texts.append((out / "02_multihead_attention.json").read_text(encoding="utf-8"))
+    assert texts[0] == texts[1] and json.loads(texts[0])["pairs"]
 
 
 def test_normalising_undoes_renaming_comments_docstrings_formatting_and_order():

@@ -1,8 +1,9 @@
 """``make bench`` (its last part) and ``python -m tools bench-similarity``: the similarity report on a large class.
 
 A class of ``--students`` hand-ins of ``01_self_attention`` (default 500) is written: the catalogue's answers
-(complete, mistaken, alternative) round robin, each student's copy disguised with names of its own
-(``submissions.disguise``), plus the untouched release. The report (``python -m attention_course.grading
+(complete, mistaken, alternative) round robin, each student's copy disguised in one of the ways of
+``tools.disguises`` (names, restyled, padded, operators as functions, all of these, a ``%%writefile`` module) in turn,
+plus the untouched release. The report (``python -m attention_course.grading
 similarity``) runs on a quarter, half and all of it, each in a new process; the bench prints the seconds, the peak
 memory (RSS), the pairs of the class and the pairs actually compared (those sharing a fingerprint that is not
 common code, found through the fingerprint index). Exit status 1 when the whole class takes longer than
@@ -22,7 +23,8 @@ from pathlib import Path
 from attention_course.grading.course import ROOT
 
 from .bench import roster
-from .submissions import BLANK, COMPLETE, apply_submission, disguise, read_notebook, solved_notebook, write_notebook
+from .disguises import KINDS, disguised
+from .submissions import BLANK, COMPLETE, apply_submission, read_notebook, solved_notebook, write_notebook
 
 ASSIGNMENT = "01_self_attention"
 MEASURE = r"""
@@ -37,20 +39,44 @@ print(json.dumps({"seconds": time.perf_counter() - start, "students": len(result
 """
 
 
-def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> None:
+#: A catalogue alternative of 01 written in another style than the master's: its copies and the master's are
+#: independent authors.
+OTHER_STYLE = "alt-torch-float32"
+
+
+def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> dict:
+    """Write the class; returns student -> the catalogue answer it is a disguised copy of."""
     for part in ("source", "release"):
         shutil.copytree(ROOT / part / assignment, course / part / assignment)
     masters = {p.name: read_notebook(p) for p in sorted((course / "source" / assignment).glob("*.ipynb"))}
-    built = {}
+    built, source = {}, {}
     for i, what in enumerate(roster(n, assignment).values()):  # make bench's round robin over the catalogue
         key = what if isinstance(what, str) else what.name
         if key not in built:
             built[key] = ({name: read_notebook(course / "release" / assignment / name) for name in masters}
                           if what == BLANK else {name: solved_notebook(nb) for name, nb in masters.items()}
                           if what == COMPLETE else apply_submission(masters, what))
-        notebooks = built[key] if what == BLANK else disguise(built[key], seed=i)
+        notebooks = built[key] if what == BLANK else disguised(built[key], KINDS[i % len(KINDS)], seed=i)
         for name, nb in notebooks.items():
             write_notebook(nb, course / "submitted" / f"student{i:04d}" / assignment / name)
+        source[f"student{i:04d}"] = key
+    return source
+
+
+def verdicts(course: Path, source: dict) -> str:
+    """How the report saw the class. Copies of an answer written in another style than the master's (flagged? lowest
+    score) against independent authors (the copies of that answer against the copies of the master's: highest
+    score). Copies of the master's answer and of its one-line mistakes are, at this size, copies of one source
+    shared by more than the common-code limit: common code, as MOSS treats it (docs/similarity.md)."""
+    pairs = json.loads((course / "report" / "similarity" / f"{ASSIGNMENT}.json").read_text(encoding="utf-8"))["pairs"]
+    scores = {frozenset(p["students"]): p["score"] for p in pairs}
+    own = sorted(s for s, key in source.items() if key == OTHER_STYLE)
+    masters = sorted(s for s, key in source.items() if key == COMPLETE)
+    copies = [scores.get(frozenset((a, b)), 0.0) for i, a in enumerate(own) for b in own[i + 1:]]
+    cross = [scores.get(frozenset((a, b)), 0.0) for a in own for b in masters]
+    flagged = sum(x >= 0.6 for x in copies)
+    return (f"copies of {OTHER_STYLE} (each disguised): {flagged} of {len(copies)} pairs flagged, lowest "
+            f"{min(copies, default=0):.2f}; against copies of the master's answer: highest {max(cross, default=0):.2f}")
 
 
 def main(argv=None) -> int:
@@ -65,7 +91,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-similarity-") as scratch:
         for n in sorted({max(2, args.students // 4), max(2, args.students // 2), args.students}):
             course = Path(scratch) / f"class{n}"
-            write_students(course, n)
+            source = write_students(course, n)
             run = subprocess.run([sys.executable, "-c", MEASURE, str(course), ASSIGNMENT], capture_output=True,
                                  text=True, cwd=ROOT)
             if run.returncode:
@@ -75,6 +101,7 @@ def main(argv=None) -> int:
             figures.append((n, m))
             print(f"{m['students']:>9} {n * (n - 1) // 2:>9} {m['compared']:>9} {m['flagged']:>8} "
                   f"{m['seconds']:>8.1f} {m['rss_mib']:>9.0f}")
+            print(f"          {verdicts(course, source)}")
     (n0, m0), (n1, m1) = figures[0], figures[-1]
     print(f"From {n0} to {n1} hand-ins ({n1 / n0:.0f}x): the time grew {m1['seconds'] / m0['seconds']:.1f}x, the pairs "
           f"{n1 * (n1 - 1) / (n0 * (n0 - 1)):.0f}x, the pairs compared {m1['compared'] / max(1, m0['compared']):.1f}x.")

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import trust
 from .cells import python_source
+from .similarity_normal import normalise, normalise_all  # noqa: F401  (normalise: one cell, for tests and tools)
 
 #: copydetect's settings, as MOSS uses them: a match must span at least NOISE characters of the tokenised code
 #: (identifiers count one character each), and any match of GUARANTEE characters is found.
@@ -37,6 +38,9 @@ NOISE, GUARANTEE = 20, 28
 THRESHOLD = 0.6
 #: A fingerprint in more hand-ins than max(COMMON_MIN, COMMON_SHARE * n) is common code, not evidence.
 COMMON_MIN, COMMON_SHARE = 10, 0.1
+#: How much code that the master's answers also hold counts in a pair's score, against 1 for the rest: the code
+#: independent correct answers naturally share is little evidence, even in a class too small for COMMON_MIN.
+CORPUS_WEIGHT = 0.25
 #: The most code of one hand-in that is compared (the master's answers to an assignment are under 10,000
 #: characters); fingerprinting costs about 10 ms per 1,000 characters.
 MAX_CODE = 60_000
@@ -49,6 +53,9 @@ class Handin:
     student: str
     code: str
     fingerprint: object = None
+    covered: object = None  # which tokenised characters the fingerprint covers
+    weights: object = None  # their weights (CORPUS_WEIGHT where the master has the same code)
+    total: float = 0.0
 
 
 @dataclass
@@ -70,66 +77,6 @@ class Result:
 
 # ---- the students' own code ------------------------------------------------------------------------------------
 
-class _Canonical(ast.NodeTransformer):
-    """Drops docstrings and bare strings; puts each run of consecutive definitions in a name-free order."""
-
-    def _body(self, body: list) -> list:
-        body = [self.visit(node) for node in body
-                if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
-        body = [node for node in body if node is not None] or [ast.Pass()]
-        out, run = [], []
-        for node in body + [None]:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                run.append(node)
-                continue
-            out += sorted(run, key=_shape)
-            run = []
-            if node is not None:
-                out.append(node)
-        return out
-
-    def visit_ClassDef(self, node):
-        for method in node.body:  # a method's first parameter is `self`, whatever it was called
-            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args:
-                first = method.args.args[0].arg
-                if first != "self" and not any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(method)):
-                    method.args.args[0].arg = "self"
-                    for n in ast.walk(method):
-                        if isinstance(n, ast.Name) and n.id == first:
-                            n.id = "self"
-        return self.generic_visit(node)
-
-    def generic_visit(self, node):
-        for name in ("body", "orelse", "finalbody"):
-            if isinstance(getattr(node, name, None), list) and getattr(node, name):
-                setattr(node, name, self._body(getattr(node, name)))
-        for handler in getattr(node, "handlers", []) or []:
-            handler.body = self._body(handler.body)
-        return node
-
-
-def _shape(node) -> str:
-    """A definition with every name erased: the same however its names were chosen."""
-    text = ast.dump(node, annotate_fields=False)
-    for kind in ("Name", "arg", "FunctionDef", "ClassDef", "Attribute", "alias"):
-        text = text.replace(f"{kind}('", f"{kind}(_'")
-    return re.sub(r"_'[^']*'", "_", text)
-
-
-def normalise(source: str) -> str:
-    """A cell's code printed again from its syntax tree: no comments, docstrings or formatting, definitions in a
-    canonical order. Code that does not parse is kept as written (copydetect's tokeniser still reads it)."""
-    try:
-        tree = ast.parse(python_source(source))
-    except (SyntaxError, ValueError, RecursionError):
-        return source.strip()
-    try:
-        tree.body = _Canonical()._body(tree.body)
-        return ast.unparse(ast.fix_missing_locations(tree)).strip()
-    except (RecursionError, ValueError):
-        return source.strip()
-
-
 def _cells(nb) -> list[str]:
     """The sources of a notebook's code cells; ValueError if it is not a notebook."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
@@ -149,17 +96,59 @@ def _cells(nb) -> list[str]:
     return out
 
 
-def release_code(course: Path, assignment: str) -> tuple[set[str], str]:
-    """The release's code cells (their exact text) and all of them normalised, as one text."""
+@dataclass
+class Release:
+    """What every student was given: the release's code cells (their exact text), the names they define (never
+    dropped by the normaliser), and all of it normalised (boilerplate)."""
+
+    cells: set
+    api: frozenset
+    text: str
+    files: dict = field(default_factory=dict)  # the release's .py files: relative path -> text
+
+
+def release_code(course: Path, assignment: str) -> Release:
     cells = []
     for path in sorted((course / "release" / assignment).glob("*.ipynb")):
         cells += _cells(json.loads(path.read_text(encoding="utf-8")))
-    return {c.strip() for c in cells}, "\n".join(normalise(c) for c in cells)
+    api = set()
+    for cell in cells:
+        try:
+            for n in ast.parse(python_source(cell)).body:
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                    api.add(n.name)
+                elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                    api |= {t.id for t in ast.walk(n) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+    api = frozenset(api - {"_"})
+    folder = course / "release" / assignment
+    files = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+             for p in sorted(folder.rglob("*.py"))}
+    return Release({c.strip() for c in cells}, api, normalise_all(cells + list(files.values()), api), files)
 
 
-def own_code(folder: Path, notebooks: list[str], release_cells: set[str], handin) -> str:
-    """A student's own code in an assignment: every code cell that is not exactly a release cell, normalised.
-    Raises ValueError for a hand-in that has no readable notebook."""
+def master_code(course: Path, assignment: str, api: frozenset) -> str:
+    """The master's answers (its solution cells, markers out, starter code dropped), normalised: the code that an
+    independent correct answer most naturally shares, which weighs :data:`CORPUS_WEIGHT` in a pair's score."""
+    from .cells import BEGIN_STARTER, END_STARTER, replace_blocks
+
+    sources = []
+    for path in sorted((course / "source" / assignment).glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                source = replace_blocks(source, BEGIN_STARTER, END_STARTER, lambda lines, indent: [])
+                sources.append(re.sub(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", "", source))
+    return normalise_all(sources, api)
+
+
+def own_code(folder: Path, notebooks: list[str], release: Release, handin) -> str:
+    """A student's own code in an assignment: every code cell that is not exactly a release cell, and every ``.py``
+    file handed in beside the notebooks, normalised together. Raises ValueError for a hand-in that has no readable
+    notebook."""
+    release_cells = release.cells
     parts, found = [], 0
     for name in notebooks:
         if not handin.readable(name):
@@ -170,13 +159,28 @@ def own_code(folder: Path, notebooks: list[str], release_cells: set[str], handin
             raise ValueError(f"{trust.display_name(name)} is not a readable notebook ({type(exc).__name__})") from None
         found += 1
         try:
-            parts += [normalise(c) for c in _cells(nb) if c.strip() and c.strip() not in release_cells]
+            parts += [c for c in _cells(nb) if c.strip() and c.strip() not in release_cells]
         except ValueError as exc:
             raise ValueError(f"{trust.display_name(name)}: {exc}") from None
     if not found:
         problems = "; ".join(handin.problems())
         raise ValueError("no notebook of the assignment handed in" + (f" ({problems})" if problems else ""))
-    return "\n\n".join(parts)
+    for path, rel, size in sorted(handin.files, key=lambda f: f[1]):
+        if rel.endswith(".py") and size <= MAX_CODE:  # a module the notebook imports, read as text
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if release.files.get(rel) != text:  # a file every student was given is not their own code
+                parts.append(text)
+    kept, size = [], 0
+    for part in parts:  # what a flood of code would cost to parse is bounded: 4 x MAX_CODE of it is read
+        if size + len(part) > 4 * MAX_CODE:
+            kept.append(part[:max(0, 4 * MAX_CODE - size)])
+            break
+        kept.append(part)
+        size += len(part)
+    return normalise_all(kept, release.api)
 
 
 def handed_in(course: Path, assignment: str) -> bool:
@@ -185,7 +189,7 @@ def handed_in(course: Path, assignment: str) -> bool:
     return root.is_dir() and any(os.path.lexists(p / assignment) for p in root.iterdir())
 
 
-def read_class(course: Path, assignment: str, release_cells: set[str]) -> tuple[list[Handin], dict, dict]:
+def read_class(course: Path, assignment: str, release: Release) -> tuple[list[Handin], dict, dict]:
     """Every hand-in of the assignment in ``submitted/``, those that could not be read (with the reason), and those
     compared only in part (over :data:`MAX_CODE`)."""
     notebooks = sorted(p.name for p in (course / "release" / assignment).glob("*.ipynb"))
@@ -201,7 +205,7 @@ def read_class(course: Path, assignment: str, release_cells: set[str]) -> tuple[
         try:
             if handin.whole:
                 raise ValueError("; ".join(handin.problems()))
-            code = own_code(folder / assignment, notebooks, release_cells, handin)
+            code = own_code(folder / assignment, notebooks, release, handin)
         except ValueError as exc:
             skipped[folder.name] = str(exc)
             continue
@@ -214,11 +218,37 @@ def read_class(course: Path, assignment: str, release_cells: set[str]) -> tuple[
 
 # ---- fingerprints and pairs -------------------------------------------------------------------------------------
 
+def stable_kgram_hashes(string: str, k: int):
+    """copydetect's ``hashed_kgrams`` with a hash that is the same in every process and on every machine (BLAKE2b,
+    64 bits): copydetect's own uses Python's ``hash``, randomised per process, so two runs chose different
+    fingerprints and scores moved by about 0.05."""
+    import hashlib
+
+    import numpy as np
+
+    data = string.encode("utf-32-le")  # four bytes a character: a k-gram is a fixed slice
+    width = 4 * k
+    return np.array([int.from_bytes(hashlib.blake2b(data[i:i + width], digest_size=8).digest(), "little", signed=True)
+                     for i in range(0, len(data) - width + 4, 4)], dtype=np.int64)
+
+
 def fingerprint(name: str, code: str, boilerplate):
+    """copydetect's fingerprint of normalised code, tokenised by :func:`.similarity_normal.filtered` (Pygments where
+    that cannot read it) and hashed by :func:`stable_kgram_hashes`."""
+    import copydetect.utils
     from copydetect import CodeFingerprint
 
-    return CodeFingerprint(f"{name}.py", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate,
-                           language="python", fp=io.StringIO(code))
+    from .similarity_read import filtered
+
+    copydetect.utils.hashed_kgrams = stable_kgram_hashes  # read at call time by get_document_fingerprints
+    tokens = filtered(code)
+    if tokens is None:
+        return CodeFingerprint(f"{name}.py", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate,
+                               language="python", fp=io.StringIO(code))
+    fp = CodeFingerprint(f"{name}.py", NOISE, GUARANTEE - NOISE + 1, boilerplate=boilerplate, filter=False,
+                         fp=io.StringIO(tokens[0]))
+    fp.raw_code, fp.offsets = code, tokens[1]
+    return fp
 
 
 def drop_common(handins: list[Handin], common: int | None = None) -> int:
@@ -253,33 +283,71 @@ def candidate_pairs(handins: list[Handin]) -> set[tuple[int, int]]:
     return pairs
 
 
+def covered(fp, values):
+    """Which characters of a fingerprint's tokenised code the k-grams of ``values`` (hashes of it) cover."""
+    import numpy as np
+
+    n = len(fp.filtered_code)
+    starts = [np.asarray(fp.hash_idx[v], dtype=np.int64) for v in values if v in fp.hash_idx]
+    diff = np.zeros(n + 1, dtype=np.int64)
+    if starts:
+        starts = np.concatenate(starts)
+        np.add.at(diff, starts, 1)
+        np.add.at(diff, np.minimum(starts + fp.k, n), -1)
+    return np.cumsum(diff[:n]) > 0
+
+
+def weigh(h: Handin, corpus: set) -> None:
+    """A hand-in's weight per tokenised character: :data:`CORPUS_WEIGHT` where its code is also the master's (what
+    independent correct answers naturally share), 1 elsewhere; and its covered characters."""
+    import numpy as np
+
+    fp = h.fingerprint
+    h.covered = covered(fp, fp.hashes)
+    h.weights = np.where(covered(fp, fp.hashes & corpus), CORPUS_WEIGHT, 1.0)
+    h.total = float(h.weights[h.covered].sum())
+
+
 def compare(a: Handin, b: Handin) -> dict:
-    """copydetect's comparison of two hand-ins: the share of each one's code found in the other, the matched
-    regions, and the pair's score (the mean of the two shares)."""
+    """Two hand-ins' shares (the weighted part of each one's code found in the other) and the pair's score (their
+    mean)."""
+    matched = a.fingerprint.hashes & b.fingerprint.hashes
+    shares, tokens = [], 0
+    for h in (a, b):
+        mask = covered(h.fingerprint, matched)
+        tokens = max(tokens, int(mask.sum()))
+        shares.append(min(1.0, float(h.weights[mask].sum()) / h.total) if h.total else 0.0)
+    return {"students": [a.student, b.student], "score": round(sum(shares) / 2, 4),
+            "shares": [round(x, 4) for x in shares], "matched_tokens": tokens}
+
+
+def matched_regions(a: Handin, b: Handin) -> list:
+    """copydetect's matched regions of a pair (for the page), in each one's code."""
     from copydetect import compare_files
 
-    if not a.fingerprint.token_coverage or not b.fingerprint.token_coverage:
-        return {"students": [a.student, b.student], "score": 0.0, "shares": [0.0, 0.0], "matched_tokens": 0}
-    tokens, (share_a, share_b), slices = compare_files(a.fingerprint, b.fingerprint)
-    share_a, share_b = min(1.0, float(share_a)), min(1.0, float(share_b))
-    return {"students": [a.student, b.student], "score": round((share_a + share_b) / 2, 4),
-            "shares": [round(share_a, 4), round(share_b, 4)], "matched_tokens": int(tokens),
-            "slices": [s.tolist() for s in slices]}
+    return [s.tolist() for s in compare_files(a.fingerprint, b.fingerprint)[2]]
 
 
 def analyse(course: Path, assignment: str, threshold: float = THRESHOLD, common: int | None = None) -> Result:
     """Read, fingerprint and compare the class; pairs best first (ties by name), those sharing nothing left out."""
-    release_cells, boiler_text = release_code(course, assignment)
-    handins, skipped, notes = read_class(course, assignment, release_cells)
-    boilerplate = sorted(fingerprint("release", boiler_text, None).hashes) if boiler_text else None
+    release = release_code(course, assignment)
+    handins, skipped, notes = read_class(course, assignment, release)
+    boilerplate = sorted(fingerprint("release", release.text, None).hashes) if release.text else None
+    master = master_code(course, assignment, release.api)
+    corpus = fingerprint("master", master, boilerplate).hashes if master else set()
     for h in handins:
         h.fingerprint = fingerprint(h.student, h.code, boilerplate)
     drop_common(handins, common)
-    candidates = candidate_pairs(handins)
+    for h in handins:
+        weigh(h, corpus)
+    candidates = sorted(candidate_pairs(handins))
     pairs = [compare(handins[i], handins[j]) for i, j in candidates]
+    by_name = {h.student: h for h in handins}
     pairs = [p for p in pairs if p["score"] > 0]
     for p in pairs:
         p["flagged"] = p["score"] >= threshold
+        if p["flagged"]:
+            p["slices"] = matched_regions(*(by_name[s] for s in p["students"]))
     pairs.sort(key=lambda p: (-p["score"], p["students"]))
     return Result(assignment, [h.student for h in handins], pairs, skipped, notes, threshold,
                   {h.student: h.code for h in handins}, len(candidates))

@@ -1,0 +1,134 @@
+"""The similarity normaliser's expression forms (see :mod:`.similarity_normal`): operators written as functions or
+methods, square roots, transposes, two-operand ``einsum`` matrix products, and call forms, each as one canonical
+form."""
+
+from __future__ import annotations
+
+import ast
+
+MODULES = {"np", "numpy", "torch", "math", "F", "jnp", "scipy", "special"}
+_BINARY = {"add": ast.Add, "subtract": ast.Sub, "sub": ast.Sub, "multiply": ast.Mult, "mul": ast.Mult,
+           "divide": ast.Div, "div": ast.Div, "true_divide": ast.Div, "power": ast.Pow, "pow": ast.Pow,
+           "matmul": ast.MatMult, "dot": ast.MatMult, "mm": ast.MatMult, "bmm": ast.MatMult}
+_METHODS = {"sum", "mean", "max", "min", "amax", "amin", "exp", "log", "argmax", "argmin", "softmax",
+            "log_softmax", "reshape", "std", "var", "cumsum", "abs", "clip", "clamp", "maximum", "minimum",
+            "where", "masked_fill", "tanh", "sigmoid", "relu", "logsumexp", "square", "flatten", "squeeze",
+            "unsqueeze", "expand_dims", "repeat", "tile", "prod", "isnan", "isinf", "nan_to_num", "triu", "tril",
+            "float", "double", "astype", "norm", "allclose", "all", "any", "zeros_like", "ones_like", "full_like",
+            "empty_like", "copy", "clone", "detach", "contiguous", "view", "permute", "swapaxes", "transpose"}
+_RENAMED_KEYWORDS = {"dim": "axis", "keepdim": "keepdims"}
+_SQRT = {("np", "sqrt"), ("numpy", "sqrt"), ("math", "sqrt"), ("torch", "sqrt")}
+
+
+def _name(node) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def module_call(node) -> tuple[str, str] | None:
+    """``(module, function)`` of a call such as ``np.sum(...)`` (``torch.nn.functional.softmax`` counts as ``F``)."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    owner = node.func.value
+    if isinstance(owner, ast.Attribute) and owner.attr == "functional":
+        return "F", node.func.attr
+    if isinstance(owner, ast.Name) and owner.id in MODULES:
+        return owner.id, node.func.attr
+    return None
+
+
+def _is_transpose(node) -> ast.AST | None:
+    """The operand of a swap of the last two axes (``x.transpose(-2, -1)``, ``x.mT``, ``np.transpose(x)``...)."""
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        args = [a.value if isinstance(a, ast.Constant) else ast.unparse(a) for a in node.args]
+        if node.func.attr in ("transpose", "swapaxes") and not node.keywords and \
+                sorted(map(str, args)) in (["-1", "-2"], []) and (args or node.func.attr == "transpose"):
+            return node.func.value if module_call(node) is None else None
+        if node.func.attr == "t" and not node.args:
+            return node.func.value
+    return None
+
+
+def _einsum(spec: str, a, b):
+    """``a @ b`` (operands transposed as needed) for a two-operand einsum that is a (batched) matrix product."""
+    spec = spec.replace(" ", "")
+    if "->" not in spec or spec.count(",") != 1:
+        return None
+    inputs, out = spec.split("->")
+    left, right = inputs.split(",")
+    if all(s.startswith("...") for s in (left, right, out)):
+        left, right, out = left[3:], right[3:], out[3:]
+    if not (len(left) == len(right) == len(out) >= 2) or left[:-2] != right[:-2] or left[:-2] != out[:-2]:
+        return None
+    shared = set(left[-2:]) & set(right[-2:])
+    if len(shared) != 1 or len(set(left[-2:])) != 2 or len(set(right[-2:])) != 2:
+        return None
+    (c,) = shared
+    p, q = left[-2:].replace(c, ""), right[-2:].replace(c, "")
+    if c in out or out[-2:] != p + q:
+        return None
+    a = a if left[-2:] == p + c else ast.Attribute(a, "T", ast.Load())
+    b = b if right[-2:] == c + q else ast.Attribute(b, "T", ast.Load())
+    return ast.BinOp(a, ast.MatMult(), b)
+
+
+def _sqrt(arg):
+    return ast.Call(ast.Name("sqrt", ast.Load()), [arg], [])
+
+
+class Forms(ast.NodeTransformer):
+    """Operators, square roots, transposes, einsum and call forms (see the module's docstring)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        mod = module_call(node)
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else _name(node.func)
+        if mod and mod[1] == "einsum" and len(node.args) == 3 and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            made = _einsum(node.args[0].value, node.args[1], node.args[2])
+            if made is not None:
+                return made
+        if mod in _SQRT and len(node.args) == 1:
+            return _sqrt(node.args[0])
+        if func in _BINARY and not node.keywords:
+            if mod and len(node.args) == 2:
+                return ast.BinOp(node.args[0], _BINARY[func](), node.args[1])
+            if not mod and isinstance(node.func, ast.Attribute) and len(node.args) == 1 and func != "dot" or \
+                    func == "dot" and isinstance(node.func, ast.Attribute) and len(node.args) == 1 and not mod:
+                return ast.BinOp(node.func.value, _BINARY[func](), node.args[0])
+        operand = _is_transpose(node)
+        if operand is not None:
+            return ast.Attribute(operand, "T", ast.Load())
+        if mod and mod[1] in _METHODS and node.args and not isinstance(node.args[0], ast.Starred):
+            node = ast.Call(ast.Attribute(node.args[0], mod[1], ast.Load()), node.args[1:], node.keywords)
+            return self.visit_Call(node)
+        for kw in node.keywords:
+            if kw.arg in _RENAMED_KEYWORDS:
+                kw.arg = _RENAMED_KEYWORDS[kw.arg]
+        if isinstance(node.func, ast.Attribute) and not node.args:
+            axis = next((kw for kw in node.keywords if kw.arg == "axis"), None)
+            if axis is not None:
+                node.args = [axis.value]
+                node.keywords = [kw for kw in node.keywords if kw is not axis]
+        node.keywords = sorted(node.keywords, key=lambda kw: kw.arg or "")
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        return ast.Attribute(node.value, "T", node.ctx) if node.attr == "mT" else node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 0.5:
+            return _sqrt(node.left)
+        if isinstance(node.op, ast.Mult):
+            for x, y in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(y, ast.BinOp) and isinstance(y.op, ast.Div) and isinstance(y.left, ast.Constant) \
+                        and y.left.value == 1:  # x * (1 / y)
+                    return ast.BinOp(x, ast.Div(), y.right)
+                if isinstance(y, ast.BinOp) and isinstance(y.op, ast.Pow) and isinstance(y.right, ast.UnaryOp) \
+                        and isinstance(y.right.op, ast.USub) and isinstance(y.right.operand, ast.Constant) \
+                        and y.right.operand.value == 0.5:  # x * y ** -0.5
+                    return ast.BinOp(x, ast.Div(), _sqrt(y.left))
+        return node

@@ -1,0 +1,118 @@
+"""What the similarity report reads of a hand-in's code, and the tokens it fingerprints (:mod:`.similarity_normal`
+normalises in between). Parsed and tokenised, never run.
+
+* :func:`parse_code`: a cell's or a file's statements, with the code that cell magics (``%%writefile``,
+  ``%%capture``, ``%%time``...), line magics, and ``exec`` / ``eval`` / ``compile`` of a constant string hold parsed
+  in as statements of their own;
+* :func:`filtered`: copydetect's tokenised form of normalised code, from Python's own tokeniser.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from .cells import python_source
+
+_MAGIC_CELL = re.compile(r"\A\s*%%(\w+)[^\n]*\n(?P<body>.*)\Z", re.S)
+_IPYTHON = re.compile(r"(?m)^\s*[%!]|\?\s*$")  # IPython syntax: magics, shell escapes, help
+_HOLDS_CODE = re.compile(r"%|\b(exec|eval|compile)\s*\(")
+_CODE_MAGICS = {"writefile", "file", "capture", "time", "timeit", "prun", "python", "python3", "debug", "px"}
+
+
+def _name(node) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+class _Magics(ast.NodeTransformer):
+    """IPython magics and ``exec``/``eval``/``compile`` of a constant string: the code they hold, parsed."""
+
+    def visit_Expr(self, node):
+        self.generic_visit(node)
+        code = _held_code(node.value)
+        return code if code is not None else node
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        return node
+
+
+def _held_code(call) -> list | None:
+    if not isinstance(call, ast.Call) or not call.args:
+        return None
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else _name(func)
+    text = None
+    if name == "run_cell_magic" and len(call.args) == 3 and isinstance(call.args[2], ast.Constant):
+        text = call.args[2].value if _constant(call.args[0]) in _CODE_MAGICS else None
+    elif name == "run_line_magic" and len(call.args) == 2 and isinstance(call.args[1], ast.Constant):
+        text = call.args[1].value if _constant(call.args[0]) in _CODE_MAGICS else None
+    elif name in ("exec", "eval", "compile") and isinstance(call.args[0], ast.Constant):
+        text = call.args[0].value
+    if not isinstance(text, str):
+        return None
+    try:
+        return _Magics().visit(ast.parse(python_source(text))).body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+def _constant(node):
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def parse_code(source: str) -> list | None:
+    """A cell's (or a file's) statements with the code of its magics and exec strings parsed in; None if it does
+    not parse."""
+    match = _MAGIC_CELL.match(source)
+    if match and match.group(1) in _CODE_MAGICS:
+        source = match.group("body")
+    try:
+        tree = ast.parse(python_source(source) if _IPYTHON.search(source) else source)
+        return _Magics().visit(tree).body if _HOLDS_CODE.search(source) else tree.body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+
+# ---- tokens -----------------------------------------------------------------------------------------------------
+
+def filtered(code: str):
+    """copydetect's tokenised form of normalised code (``filter_code``'s output: every name ``V``, a defined
+    function's ``F``, a class's ``O``, a string ``S``; keywords, builtins, operators and numbers as written; no
+    whitespace or comments) and its offsets into ``code``, from Python's own tokeniser: the same kind of text as
+    copydetect's Pygments lexer gives, three times faster. None when ``code`` does not tokenise
+    (copydetect's lexer then reads it)."""
+    import builtins
+    import io
+    import keyword
+    import tokenize
+
+    import numpy as np
+
+    starts, at = [0], 0
+    for line in code.splitlines(keepends=True):
+        at += len(line)
+        starts.append(at)
+    kept = (set(dir(builtins)) - {"_"}) | {"self", "cls"}
+    out, offsets, previous = [], [[0, 0]], ""
+    length = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            kind, text = tok.type, tok.string
+            if kind in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT,
+                        tokenize.ENCODING, tokenize.ENDMARKER) or not text:
+                continue
+            if kind == tokenize.NAME and (previous == "." or not (
+                    keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in kept)):
+                text = "F" if previous == "def" else "O" if previous == "class" else "V"
+            elif kind == tokenize.STRING or kind in (getattr(tokenize, "FSTRING_START", -1),):
+                text = "S"
+            previous = tok.string
+            origin = starts[tok.start[0] - 1] + tok.start[1]
+            offsets.append([length, origin - length])
+            out.append(text)
+            length += len(text)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return "".join(out), np.array(offsets)

@@ -1,0 +1,83 @@
+"""The similarity report's normaliser, one class of disguise at a time (no hand-in, no report: ``make check``).
+
+Each test writes the same code two ways a student might and checks that both normalise to the same tokens
+(copydetect's form: names as ``V``); the disguised copies of whole hand-ins, on every assignment, are in
+tests/test_similarity.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from attention_course.grading.similarity_normal import normalise, normalise_all
+from attention_course.grading.similarity_read import filtered
+
+
+def same(*versions: str, api=frozenset()) -> None:
+    tokens = [filtered(normalise_all([v], api))[0] for v in versions]
+    assert all(t == tokens[0] for t in tokens), "\n---\n".join(normalise_all([v], api) for v in versions)
+
+
+def test_operators_and_their_function_forms():
+    same("def f(a, b):\n    return a @ b + a * b - a / b",
+         "def f(a, b):\n    return np.subtract(np.add(np.matmul(a, b), np.multiply(a, b)), np.divide(a, b))",
+         "def f(a, b):\n    return torch.matmul(a, b).add(torch.mul(a, b)).sub(a.div(b))",
+         "def f(a, b):\n    return a.dot(b) + torch.mul(a, b) - torch.true_divide(a, b)")
+
+
+@pytest.mark.parametrize("spec, other", [
+    ("'ij,jk->ik', A, B", "A @ B"), ("'...ij,...kj->...ik', A, B", "A @ B.T"),
+    ("'bhqd,bhkd->bhqk', A, B", "A @ B.transpose(-2, -1)"), ("'ji,jk->ik', A, B", "A.T @ B"),
+    ("'bij,bjk->bik', A, B", "torch.bmm(A, B)")])
+def test_an_einsum_that_is_a_matrix_product(spec, other):
+    same(f"def f(A, B):\n    return torch.einsum({spec})", f"def f(A, B):\n    return {other}")
+
+
+def test_square_roots_scales_transposes_and_axes():
+    same("def f(S, K, d):\n    return (S / math.sqrt(d)).sum(axis=-1, keepdims=True) + K.T",
+         "def f(S, K, d):\n    return np.sum(S * (1 / np.sqrt(d)), -1, keepdims=True) + np.transpose(K)",
+         "def f(S, K, d):\n    return torch.sum(S * d ** -0.5, dim=-1, keepdim=True) + K.transpose(-2, -1)",
+         "def f(S, K, d):\n    return (S / d ** 0.5).sum(keepdims=True, axis=-1) + K.mT")
+
+
+def test_loops_that_append_and_comprehensions():
+    same("def f(xs, n):\n    out = [x * 2 for x in xs if x > n]\n    return out",
+         "def f(xs, n):\n    out = []\n    for x in xs:\n        if x > n:\n            out.append(x * 2)\n    return out",
+         "def f(xs, n):\n    return [x * 2 for x in xs if x > n]")
+
+
+def test_temporaries_and_helpers_inlined_or_split():
+    api = frozenset({"attention"})
+    same("def attention(Q, K, V):\n    return softmax(Q @ K.T) @ V\n\ndef softmax(S):\n    return S.exp() / S.exp().sum()",
+         "def attention(Q, K, V):\n    S = Q @ K.T\n    A = S.exp() / S.exp().sum()\n    out = A @ V\n    return out",
+         "def _scores(Q, K):\n    return Q @ K.T\n\ndef attention(Q, K, V):\n    weights = _weights(_scores(Q, K))\n"
+         "    return weights @ V\n\ndef _weights(S):\n    e = S.exp()\n    return e / e.sum()", api=api)
+
+
+def test_dead_code_and_harmless_statements():
+    same("def f(x):\n    y = x + 1\n    return y * 2",
+         "def f(x):\n    _ = None\n    y = x + 1\n    assert True\n    unused_3 = len([])\n    pass\n"
+         "    if False:\n        print('debug')\n    x.shape\n    print(y)\n    z = 0\n    return y * 2")
+
+
+def test_cell_magics_line_magics_and_exec_strings():
+    plain = "def f(a, b):\n    return a @ b"
+    same(plain, f"%%writefile impl.py\n{plain}\n", f"%%capture\n{plain}\n", f"exec({plain!r})",
+         f"%time exec({plain!r})")
+
+
+def test_imports_are_not_code_of_ones_own():
+    same("def f(a):\n    return a.sum()", "import numpy as np\nfrom impl import *\n\ndef f(a):\n    return np.sum(a)")
+
+
+def test_the_api_is_never_dropped_and_broken_code_is_kept():
+    assert "def helper" in normalise_all(["def helper(x):\n    return x + 1"], frozenset({"helper"}))
+    assert normalise("def f(:\n  pass") == "def f(:\n  pass"
+    assert filtered("def f(:\n  (") is None
+
+
+def test_different_code_stays_different():
+    a = filtered(normalise("def f(a, b):\n    return a @ b"))[0]
+    for other in ("def f(a, b):\n    return a * b", "def f(a, b):\n    return b @ a.T",
+                  "def f(a, b):\n    return torch.einsum('ij,ik->jk', a, b)"):
+        assert filtered(normalise(other))[0] != a, other
