@@ -46,10 +46,18 @@ def test_loops_that_append_and_comprehensions():
          "def f(xs, n):\n    return [x * 2 for x in xs if x > n]")
 
 
+def test_counting_while_loops_and_lambdas():
+    same("def f(xs, n):\n    out = []\n    for i in range(n):\n        out.append(xs[i] * 2)\n    return out",
+         "def f(xs, n):\n    out = []\n    i = 0\n    while i < n:\n        out.append(xs[i] * 2)\n        i += 1\n    return out",
+         "def f(xs, n):\n    double = lambda v: v * 2\n    return [double(xs[i]) for i in range(n)]")
+
+
 def test_temporaries_and_helpers_inlined_or_split():
     api = frozenset({"attention"})
     same("def attention(Q, K, V):\n    return softmax(Q @ K.T) @ V\n\ndef softmax(S):\n    return S.exp() / S.exp().sum()",
          "def attention(Q, K, V):\n    S = Q @ K.T\n    A = S.exp() / S.exp().sum()\n    out = A @ V\n    return out",
+         api=api)
+    same("def attention(Q, K, V):\n    S = Q @ K.T\n    e = S.exp()\n    return e / e.sum() @ V",
          "def _scores(Q, K):\n    return Q @ K.T\n\ndef attention(Q, K, V):\n    weights = _weights(_scores(Q, K))\n"
          "    return weights @ V\n\ndef _weights(S):\n    e = S.exp()\n    return e / e.sum()", api=api)
 

@@ -5,6 +5,15 @@ form."""
 from __future__ import annotations
 
 import ast
+import copy
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_Name(self, node):
+        return copy.deepcopy(self.values[node.id]) if isinstance(node.ctx, ast.Load) and node.id in self.values else node
 
 MODULES = {"np", "numpy", "torch", "math", "F", "jnp", "scipy", "special"}
 _BINARY = {"add": ast.Add, "subtract": ast.Sub, "sub": ast.Sub, "multiply": ast.Mult, "mul": ast.Mult,
@@ -82,6 +91,11 @@ class Forms(ast.NodeTransformer):
 
     def visit_Call(self, node):
         self.generic_visit(node)
+        if isinstance(node.func, ast.Lambda) and not node.keywords:  # (lambda a, b: a @ b)(x, y) is x @ y
+            params = [a.arg for a in node.func.args.args]
+            if len(params) == len(node.args) and not (node.func.args.vararg or node.func.args.kwarg or
+                                                      node.func.args.kwonlyargs or node.func.args.defaults):
+                return _Substitute(dict(zip(params, node.args))).visit(copy.deepcopy(node.func.body))
         mod = module_call(node)
         func = node.func.attr if isinstance(node.func, ast.Attribute) else _name(node.func)
         if mod and mod[1] == "einsum" and len(node.args) == 3 and isinstance(node.args[0], ast.Constant) \
@@ -106,10 +120,10 @@ class Forms(ast.NodeTransformer):
         for kw in node.keywords:
             if kw.arg in _RENAMED_KEYWORDS:
                 kw.arg = _RENAMED_KEYWORDS[kw.arg]
-        if isinstance(node.func, ast.Attribute) and not node.args:
+        if isinstance(node.func, ast.Attribute) and (not node.args or len(node.args) == 1 and module_call(node)):
             axis = next((kw for kw in node.keywords if kw.arg == "axis"), None)
             if axis is not None:
-                node.args = [axis.value]
+                node.args = [*node.args, axis.value]
                 node.keywords = [kw for kw in node.keywords if kw is not axis]
         node.keywords = sorted(node.keywords, key=lambda kw: kw.arg or "")
         return node

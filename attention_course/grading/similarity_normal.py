@@ -120,7 +120,35 @@ def _append_loop(node, name: str):
     return None
 
 
+def _counting_while(start, loop) -> ast.For | None:
+    """``for i in range(start, n): body`` for ``i = start`` followed by ``while i < n: body; i += 1`` (``i``
+    changed nowhere else in the body)."""
+    if not (isinstance(start, ast.Assign) and len(start.targets) == 1 and isinstance(start.targets[0], ast.Name)
+            and isinstance(loop, ast.While) and not loop.orelse and loop.body):
+        return None
+    name, test, step = start.targets[0].id, loop.test, loop.body[-1]
+    if not (isinstance(test, ast.Compare) and _name(test.left) == name and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Lt) and isinstance(step, ast.AugAssign) and _name(step.target) == name
+            and isinstance(step.op, ast.Add) and isinstance(step.value, ast.Constant) and step.value.value == 1):
+        return None
+    if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+           for s in loop.body[:-1] for n in ast.walk(s)):
+        return None
+    bounds = [test.comparators[0]] if isinstance(start.value, ast.Constant) and start.value.value == 0 else \
+        [start.value, test.comparators[0]]
+    return ast.For(ast.Name(name, ast.Store()), ast.Call(ast.Name("range", ast.Load()), bounds, []),
+                   loop.body[:-1] or [ast.Pass()], [])
+
+
 def _comprehensions(body: list) -> list:
+    """Counting ``while`` loops as ``for`` loops, and loops that only append to a list just made as comprehensions."""
+    body = list(body)
+    i = 0
+    while i + 1 < len(body):
+        loop = _counting_while(body[i], body[i + 1])
+        if loop is not None:
+            body[i:i + 2] = [loop]
+        i += 1
     out, i = [], 0
     while i < len(body):
         node = body[i]
@@ -151,7 +179,7 @@ class _Replace(ast.NodeTransformer):
 
 #: A temporary read more than once (at most this many times) is put where it is read when its value is this small
 #: (in syntax-tree nodes): as a helper with one parameter used twice would be, once inlined.
-_SMALL_READS, _SMALL_VALUE = 3, 15
+_SMALL_READS, _SMALL_VALUE = 1, 15
 
 
 def _small(value, defined: set) -> bool:
@@ -260,6 +288,19 @@ class _Statements(ast.NodeTransformer):
     visit_AsyncFunctionDef = visit_FunctionDef
 
 
+def _straight(func) -> tuple[list, ast.AST] | None:
+    """``(assignments, returned value)`` of a helper whose body is assignments to plain names and then one
+    ``return`` (a one-``return`` helper has no assignments), else None."""
+    if not isinstance(func, ast.FunctionDef) or func.args.vararg or func.args.kwarg or func.args.kwonlyargs or \
+            func.args.defaults or func.decorator_list or not func.body or not isinstance(func.body[-1], ast.Return) \
+            or func.body[-1].value is None:
+        return None
+    head = func.body[:-1]
+    if not all(isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) for t in n.targets) for n in head):
+        return None
+    return head, func.body[-1].value
+
+
 def _one_return(func) -> ast.AST | None:
     if isinstance(func, ast.FunctionDef) and len(func.body) == 1 and isinstance(func.body[0], ast.Return) and \
             func.body[0].value is not None and not (func.args.vararg or func.args.kwarg or func.args.kwonlyargs or
@@ -271,14 +312,27 @@ def _one_return(func) -> ast.AST | None:
 def _inline_helpers(tree: ast.Module, api: set[str]) -> list:
     """A function whose body is one ``return`` is put where it is called; dropped when nothing else calls it and the
     release does not name it."""
-    helpers = {f.name: f for f in tree.body if _one_return(f) is not None}
+    helpers = {f.name: f for f in tree.body if _straight(f) is not None}
     inlined: set[str] = set()
 
     class Inline(ast.NodeTransformer):
+        """Puts helpers where they are called in one statement's own expressions; an argument that the helper
+        reads more than once and that is not a plain name becomes a temporary before the statement (as a student
+        who inlines the helper by hand writes it). A call inside a comprehension or lambda is left when it would
+        need one."""
         changed = False
+        count = 0
 
         def __init__(self, inside: str):
-            self.inside = inside
+            self.inside, self.pending, self.depth = inside, [], 0
+
+        def visit_Lambda(self, node):
+            self.depth += 1
+            self.generic_visit(node)
+            self.depth -= 1
+            return node
+
+        visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
 
         def visit_Call(self, node):
             self.generic_visit(node)
@@ -290,23 +344,58 @@ def _inline_helpers(tree: ast.Module, api: set[str]) -> list:
             given.update({kw.arg: kw.value for kw in node.keywords if kw.arg})
             if len(node.args) > len(params) or set(given) != set(params):
                 return node
+            head, body = _straight(helper)
+            uses = _loads(ast.Module([*head, ast.Expr(body)], []))
+            complex_args = [p for p in params if uses.get(p, 0) > 1 and not isinstance(given[p], (ast.Name, ast.Constant))]
+            if (complex_args or head) and self.depth:
+                return node
+            for p in complex_args:
+                Inline.count += 1
+                name = f"_arg{Inline.count}"
+                self.pending.append(ast.Assign([ast.Name(name, ast.Store())], given[p]))
+                given[p] = ast.Name(name, ast.Load())
+            for local in {t.id for n in head for t in n.targets}:  # the helper's own names, made fresh
+                Inline.count += 1
+                given[local] = ast.Name(f"_local{Inline.count}", ast.Load())
+            for n in copy.deepcopy(head):
+                n.value = _Replace(given).visit(n.value)
+                n.targets = [ast.Name(given[t.id].id, ast.Store()) for t in n.targets]
+                self.pending.append(n)
             Inline.changed = True
             inlined.add(helper.name)
-            return _Replace(given).visit(copy.deepcopy(_one_return(helper)))
+            return _Replace(given).visit(copy.deepcopy(body))
+
+    def inline_block(block: list, inside: str) -> None:
+        i = 0
+        while i < len(block):
+            stmt = block[i]
+            visitor = Inline(inside)
+            for field, value in ast.iter_fields(stmt):
+                if isinstance(value, ast.expr):
+                    setattr(stmt, field, visitor.visit(value))
+                elif isinstance(value, list) and value and not isinstance(value[0], ast.stmt):
+                    setattr(stmt, field, [visitor.visit(v) if isinstance(v, ast.AST) else v for v in value])
+            block[i:i] = visitor.pending
+            i += len(visitor.pending) + 1
 
     changed: list = []
     if not helpers:
         helpers = {}
     for _ in range(3):
         Inline.changed = False
-        for node in tree.body:
+        for node in list(tree.body):
             before = Inline.changed
             Inline.changed = False
-            Inline(getattr(node, "name", "")).visit(node)
+            inside = getattr(node, "name", "")
+            for block in list(_blocks(node)):  # the blocks inside a definition or a compound statement
+                inline_block(block, inside)
             if Inline.changed and node not in changed:
                 changed.append(node)
             Inline.changed = Inline.changed or before
-        if not Inline.changed:
+        top = Inline.changed
+        Inline.changed = False
+        inline_block(tree.body, "")  # statements at the top level
+        if not (Inline.changed or top):
             break
     called = _loads(ast.Module([n for n in tree.body if getattr(n, "name", None) not in helpers], []))
     tree.body = [n for n in tree.body if getattr(n, "name", None) not in inlined or n.name in api or called.get(n.name)]
