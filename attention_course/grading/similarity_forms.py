@@ -8,12 +8,61 @@ import ast
 import copy
 
 
-class _Substitute(ast.NodeTransformer):
-    def __init__(self, values: dict):
-        self.values = values
+# ---- what the normaliser's passes share ----------------------------------------------------------------------
+
+def name_of(node) -> str | None:
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def loads(tree) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    return counts
+
+
+def stores(tree) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            counts[n.id] = counts.get(n.id, 0) + 1
+        elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, (ast.Store, ast.Del)) or \
+                isinstance(n, ast.AugAssign):  # x[i] = ..., x.a = ..., x += ...: x changes, it is no temporary
+            for m in ast.walk(n.target if isinstance(n, ast.AugAssign) else n.value):
+                if isinstance(m, ast.Name):
+                    counts[m.id] = counts.get(m.id, 0) + 2
+        elif isinstance(n, ast.arg):
+            counts[n.arg] = counts.get(n.arg, 0) + 2  # a parameter is never a temporary
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for name in n.names:
+                counts[name] = counts.get(name, 0) + 2
+    return counts
+
+
+class Replace(ast.NodeTransformer):
+    def __init__(self, values: dict[str, ast.AST], once: bool = False):
+        self.values, self.once, self.done = values, once, False
 
     def visit_Name(self, node):
-        return copy.deepcopy(self.values[node.id]) if isinstance(node.ctx, ast.Load) and node.id in self.values else node
+        if isinstance(node.ctx, ast.Load) and node.id in self.values and not (self.once and self.done):
+            self.done = True
+            return copy.deepcopy(self.values[node.id])
+        return node
+
+
+
+
+def blocks(tree):
+    for n in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                yield block
+
+
+
+# ---- forms ------------------------------------------------------------------------------------------------------
 
 MODULES = {"np", "numpy", "torch", "math", "F", "jnp", "scipy", "special"}
 _BINARY = {"add": ast.Add, "subtract": ast.Sub, "sub": ast.Sub, "multiply": ast.Mult, "mul": ast.Mult,
@@ -27,10 +76,6 @@ _METHODS = {"sum", "mean", "max", "min", "amax", "amin", "exp", "log", "argmax",
             "empty_like", "copy", "clone", "detach", "contiguous", "view", "permute", "swapaxes", "transpose"}
 _RENAMED_KEYWORDS = {"dim": "axis", "keepdim": "keepdims"}
 _SQRT = {("np", "sqrt"), ("numpy", "sqrt"), ("math", "sqrt"), ("torch", "sqrt")}
-
-
-def _name(node) -> str | None:
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def module_call(node) -> tuple[str, str] | None:
@@ -95,9 +140,9 @@ class Forms(ast.NodeTransformer):
             params = [a.arg for a in node.func.args.args]
             if len(params) == len(node.args) and not (node.func.args.vararg or node.func.args.kwarg or
                                                       node.func.args.kwonlyargs or node.func.args.defaults):
-                return _Substitute(dict(zip(params, node.args))).visit(copy.deepcopy(node.func.body))
+                return Replace(dict(zip(params, node.args))).visit(copy.deepcopy(node.func.body))
         mod = module_call(node)
-        func = node.func.attr if isinstance(node.func, ast.Attribute) else _name(node.func)
+        func = node.func.attr if isinstance(node.func, ast.Attribute) else name_of(node.func)
         if mod and mod[1] == "einsum" and len(node.args) == 3 and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str):
             made = _einsum(node.args[0].value, node.args[1], node.args[2])
