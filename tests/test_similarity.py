@@ -197,7 +197,9 @@ KINDS = ("restyle", "pad", "functional", "combined", "writefile")
 @pytest.fixture(scope="module")
 def disguised_classes(tmp_path_factory):
     """Per assignment, a class of eight: the demo student, her copy disguised each way of KINDS, the master's
-    solution and a catalogue alternative in another style (the two independent authors); assignment -> pairs."""
+    solution and a catalogue alternative in another style (independent authors), and a ninth where the catalogue
+    carries every answer written in a style of its own (``alt-own-style``, another independent author);
+    assignment -> pairs."""
     out = {}
     for assignment in available():
         course = tmp_path_factory.mktemp("disguises") / assignment
@@ -205,14 +207,16 @@ def disguised_classes(tmp_path_factory):
             shutil.copytree(ROOT / part / assignment, course / part / assignment)
         catalogue = load_catalogue(catalogue_path(assignment))
         other = next(s for s in catalogue if s.name == OTHER_STYLE[assignment])
-        write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED], "other-style": other})
+        own = {s.name: s for s in catalogue}.get("alt-own-style")
+        write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED], "other-style": other,
+                                         **({"own-style": own} if own else {})})
         names = [p.name for p in sorted((course / "source" / assignment).glob("*.ipynb"))]
         original = {name: read_notebook(course / "submitted" / COPIED / assignment / name) for name in names}
         for i, kind in enumerate(KINDS):
             for name, nb in disguised(original, kind, seed=i).items():
                 write_notebook(nb, course / "submitted" / f"copy-{kind}" / assignment / name)
         result = similarity.analyse(course, assignment)
-        assert len(result.students) == 8 and not result.skipped, result.skipped
+        assert len(result.students) == 8 + bool(own) and not result.skipped, result.skipped
         out[assignment] = {frozenset(p["students"]): p for p in result.pairs}
     return out
 
@@ -221,7 +225,9 @@ def disguised_classes(tmp_path_factory):
 def test_every_disguise_is_flagged_above_every_pair_of_independent_authors(disguised_classes, assignment):
     pairs = disguised_classes[assignment]
     score = lambda a, b: pairs.get(frozenset((a, b)), {"score": 0.0})["score"]  # noqa: E731
-    independent = max(score("other-style", who) for who in ("master", COPIED, *(f"copy-{k}" for k in KINDS)))
+    authors = [who for who in ("other-style", "own-style") if any(who in p for p in pairs)]
+    independent = max(score(a, who) for a in authors
+                      for who in ("master", COPIED, *authors, *(f"copy-{k}" for k in KINDS)) if who != a)
     for kind in KINDS:
         copied = score(COPIED, f"copy-{kind}")
         assert copied >= similarity.THRESHOLD and copied > independent, \

@@ -354,4 +354,80 @@ def dot_product_attention(query, keys, values):
 ''',
         },
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (generators, einsum, elementwise "
+        "sums): an independent author, whom the similarity report must not flag against the master",
+        replace={
+            "project_qkv": '''
+def project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    queries, keys, values = (X @ W + b for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+    return queries, keys, values
+''',
+            "scaled_scores": '''
+def scaled_scores(Q, K):
+    width = K.shape[1]
+    return np.einsum("id,jd->ij", Q, K) / np.sqrt(width)
+''',
+            "softmax": '''
+def softmax(S, axis=-1):
+    S = np.asarray(S, dtype=float)
+    z = np.exp(S - np.amax(S, axis=axis, keepdims=True))
+    return z / np.sum(z, axis=axis, keepdims=True)
+''',
+            "self_attention": '''
+def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    queries, keys, values = project_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v)
+    attn = softmax(scaled_scores(queries, keys), axis=1)
+    return np.matmul(attn, values), attn
+''',
+            "attention_by_token": '''
+def attention_by_token(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v):
+    D, N = X.shape
+    X_prime = np.zeros((omega_v.shape[0], N))
+    A = np.zeros((N, N))
+    for n in range(N):
+        q = omega_q @ X[:, n:n + 1] + beta_q
+        s = np.array([((omega_k @ X[:, m:m + 1] + beta_k).T @ q).item() for m in range(N)])
+        w = np.exp(s - s.max())
+        w /= w.sum()
+        A[:, n] = w
+        for m in range(N):
+            X_prime[:, n:n + 1] += w[m] * (omega_v @ X[:, m:m + 1] + beta_v)
+    return X_prime, A
+''',
+            "self_attention_columns": '''
+def self_attention_columns(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v, scale=False):
+    Q, K, V = (omega @ X + beta for omega, beta in ((omega_q, beta_q), (omega_k, beta_k), (omega_v, beta_v)))
+    S = np.einsum("dm,dn->mn", K, Q)
+    if scale:
+        S = S / np.sqrt(Q.shape[0])
+    A = softmax(S, axis=0)
+    return np.einsum("dm,mn->dn", V, A), A
+''',
+            "is_permutation_equivariant": '''
+def is_permutation_equivariant(f, X, perm):
+    order = list(perm)
+    permuted_first, permuted_after = f(X[:, order]), f(X)[:, order]
+    return bool(np.allclose(permuted_first, permuted_after))
+''',
+            "dot_product_attention": '''
+def dot_product_attention(query, keys, values):
+    scores = (keys * query[:, None, :]).sum(dim=-1)
+    weights = scores.softmax(dim=-1)
+    return (weights[..., None] * values).sum(dim=1), weights
+''',
+            "self_attention_module": '''
+class SelfAttention(nn.Module):
+    def __init__(self, embed_dim):
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.W_q, self.W_k, self.W_v = (nn.Linear(embed_dim, embed_dim, bias=False) for _ in range(3))
+
+    def forward(self, x):
+        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+        w = torch.softmax(torch.einsum("bld,bmd->blm", q, k) / self.embed_dim ** 0.5, dim=-1)
+        return torch.einsum("blm,bmd->bld", w, v), w
+''',
+        },
+    ),
 ]
