@@ -271,4 +271,54 @@ def score_variance(d_k, n, generator):
 ''',
         },
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (einsum, torch.where, a stacked "
+        "padding mask): an independent author, whom the similarity report must not flag against the master",
+        replace={
+            "masks": '''
+def causal_mask(L):
+    positions = torch.arange(L)
+    return positions[:, None] >= positions[None, :]
+
+
+def padding_mask(lengths, L):
+    lengths = lengths if torch.is_tensor(lengths) else torch.tensor(lengths, dtype=torch.long)
+    real = torch.arange(L).expand(len(lengths), L) < lengths.view(-1, 1)
+    return real.unsqueeze(1)
+''',
+            "attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    logits = torch.einsum("...qd,...kd->...qk", Q, K)
+    if scale:
+        logits = logits * Q.size(-1) ** -0.5
+    if mask is None:
+        weights = torch.softmax(logits, -1)
+    else:
+        allowed = torch.broadcast_to(torch.as_tensor(mask) != 0, logits.shape)
+        anything = allowed.any(-1, keepdim=True)
+        logits = torch.where(allowed, logits, torch.full_like(logits, float("-inf")))
+        logits = torch.where(anything, logits, torch.zeros_like(logits))
+        weights = torch.softmax(logits, -1) * anything
+    out = torch.einsum("...qk,...kd->...qd", weights, V)
+    return out, (weights if return_weights else None)
+''',
+            "one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    m = None if mask is None else torch.as_tensor(mask).reshape(keys.shape[0], 1, -1)
+    out, w = attention(query.unsqueeze(-2), keys, values, mask=m)
+    return out.squeeze(-2), w.squeeze(-2)
+''',
+            "entropy_and_variance": '''
+def entropy(weights, dim=-1):
+    safe = torch.where(weights > 0, weights, torch.ones_like(weights))
+    return -(weights * torch.log(safe)).sum(dim)
+
+
+def score_variance(d_k, n, generator):
+    queries = torch.randn(n, d_k, generator=generator)
+    keys = torch.randn(n, d_k, generator=generator)
+    return torch.einsum("nd,nd->n", queries, keys).var().item()
+''',
+        },
+    ),
 ]
