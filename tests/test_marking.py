@@ -74,10 +74,10 @@ def test_the_guide_is_added_in_the_formgrader_only(with_submission):
 
 def test_only_the_servers_own_placeholder_becomes_a_link():
     q = marking.questions(ROOT, ASSIGNMENTS[0])[0]
-    guide = marking.trusted_html(marking.guide_markdown(q))
+    guide = marking.markdown_html(marking.guide_markdown(q))
     linked = marking.with_question_links(guide, "/user/teach")
     assert f'href="/user/teach/formgrader/questions/{q.assignment}/{q.notebook}/{q.grade_id}"' in linked
-    forged = marking.trusted_html(f"`{'0' * 16}:{q.assignment}/{q.notebook}/{q.grade_id}`")
+    forged = marking.markdown_html(f"`{'0' * 16}:{q.assignment}/{q.notebook}/{q.grade_id}`")
     assert "href" not in marking.with_question_links(forged, "/user/teach")
 
 

@@ -20,6 +20,8 @@ import ast
 import copy
 import random
 
+from attention_course.grading.cells import cell_source
+
 KINDS = ("names", "restyle", "pad", "functional", "combined", "writefile")
 _MODULE = "attention_impl"
 
@@ -28,10 +30,6 @@ def _answer_cells(nb: dict):
     for cell in nb["cells"]:
         if cell["cell_type"] == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             yield cell
-
-
-def _source(cell) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
 # ---- restyle ----------------------------------------------------------------------------------------------------
@@ -177,7 +175,7 @@ def disguised(notebooks: dict[str, dict], kind: str, seed: int = 0) -> dict[str,
     out = disguise(notebooks, seed=seed) if kind == "combined" else copy.deepcopy(notebooks)
     for nb in out.values():
         for cell in _answer_cells(nb):
-            source = _source(cell)
+            source = cell_source(cell)
             try:
                 tree = ast.parse(source)
             except SyntaxError:
@@ -200,11 +198,11 @@ def _writefile(notebooks: dict[str, dict]) -> dict[str, dict]:
         for cell in nb["cells"]:
             if cell["cell_type"] == "code" and cell not in answers:
                 try:
-                    imports += [ast.unparse(n) for n in ast.parse(_source(cell)).body
+                    imports += [ast.unparse(n) for n in ast.parse(cell_source(cell)).body
                                 if isinstance(n, (ast.Import, ast.ImportFrom))]
                 except SyntaxError:
                     continue
-        module = "\n".join(dict.fromkeys(imports)) + "\n\n" + "\n\n".join(_source(c) for c in answers)
+        module = "\n".join(dict.fromkeys(imports)) + "\n\n" + "\n\n".join(cell_source(c) for c in answers)
         first = nb["cells"].index(answers[0])
         nb["cells"].insert(first, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                                    "source": f"%%writefile {_MODULE}.py\n{module}\n"})

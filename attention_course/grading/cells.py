@@ -9,11 +9,24 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import re
 
 BEGIN_STARTER = "### BEGIN STARTER"
 END_STARTER = "### END STARTER"
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
+_SOLUTION_MARKER = re.compile(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?")
+
+
+def cell_source(cell) -> str:
+    """A notebook cell's source as one text (nbformat stores it as a string or a list of lines)."""
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def without_solution_markers(source: str) -> str:
+    """``source`` with nbgrader's ``### BEGIN SOLUTION`` / ``### END SOLUTION`` lines taken out, their content kept."""
+    return _SOLUTION_MARKER.sub("", source)
 
 
 def replace_blocks(source: str, begin: str, end: str, keep) -> str:

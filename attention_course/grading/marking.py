@@ -38,8 +38,9 @@ from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 
+from .cells import cell_source, without_solution_markers
+
 BEGIN, END = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
-_SOLUTION = re.compile(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?")
 _ITEM = re.compile(r"^- \*\*(?P<points>\d+(?:\.\d+)?)\*\*:\s*(?P<text>.*)$")
 
 
@@ -58,7 +59,7 @@ class Question:
 
 def split(source: str) -> tuple[str, tuple[tuple[float, str], ...]]:
     """A written answer's master source as (model answer, mark scheme items)."""
-    text = _SOLUTION.sub("", source)
+    text = without_solution_markers(source)
     if BEGIN not in text:
         return text.strip(), ()
     model, rest = text.split(BEGIN, 1)
@@ -71,11 +72,6 @@ def split(source: str) -> tuple[str, tuple[tuple[float, str], ...]]:
         elif line.strip() and items:  # a continuation line of the item above
             items[-1][1] += " " + line.strip()
     return model.strip(), tuple((p, t) for p, t in items)
-
-
-def _source(cell) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def written_cells(nb: dict):
@@ -100,8 +96,8 @@ def questions(course: Path, assignment: str) -> list[Question]:
             cells = nb.get("cells", [])
             one = []
             for i, cell in written_cells(nb):
-                prompt = next((_source(c) for c in reversed(cells[:i]) if c.get("cell_type") == "markdown"), "")
-                model, items = split(_source(cell))
+                prompt = next((cell_source(c) for c in reversed(cells[:i]) if c.get("cell_type") == "markdown"), "")
+                model, items = split(cell_source(cell))
                 meta = cell["metadata"]["nbgrader"]
                 one.append(Question(assignment, path.stem, meta["grade_id"], float(meta.get("points", 0)),
                                     prompt.strip(), model, items))
@@ -207,27 +203,24 @@ def answer_sources(path: Path) -> dict[str, dict]:
 
 
 def answer_html(cell: dict | None) -> str:
-    """A student's written answer as safe HTML: Markdown with formulas as MathML, through the course's sanitiser."""
+    """A student's written answer as safe HTML (:func:`markdown_html`), its kept images inline."""
     if cell is None:
         return "<p><em>No answer cell in this hand-in.</em></p>"
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
-    from .mathml import typeset
-    from .trust import clean_html, inert_markdown_cell
+    from .trust import inert_markdown_cell
 
     cell = json.loads(json.dumps(cell))
     inert_markdown_cell(cell)
-    source = _source(cell).strip()
+    source = cell_source(cell).strip()
     if not source or source == "YOUR ANSWER HERE":
         return "<p><em>Not answered (the release's placeholder is unchanged).</em></p>"
     for name, data in (cell.get("attachments") or {}).items():  # images kept by inert_markdown_cell, inline
         mime, b64 = next(iter(data.items()))
         source = source.replace(f"attachment:{name}", f"data:{mime};base64,{''.join(b64)}")
-    return clean_html(markdown2html_mistune(typeset(source)))
+    return markdown_html(source)
 
 
-def trusted_html(markdown: str) -> str:
-    """The course's own Markdown (question, model answer, scheme) as HTML, formulas as MathML."""
+def markdown_html(markdown: str) -> str:
+    """Markdown as HTML with formulas as MathML, through the course's sanitiser (a student's text or the course's)."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
     from .mathml import typeset
@@ -285,8 +278,8 @@ def render(name: str, **values) -> str:
 
 
 def inline_html(markdown: str) -> str:
-    """:func:`trusted_html` of one line, without its paragraph (for a list item or a label)."""
-    text = trusted_html(markdown).strip()
+    """:func:`markdown_html` of one line, without its paragraph (for a list item or a label)."""
+    text = markdown_html(markdown).strip()
     if text.startswith("<p>") and text.endswith("</p>") and text.count("<p>") == 1:
         text = text[3:-4]
     return text
@@ -348,7 +341,7 @@ def routes() -> list[tuple]:
             self.page(render("question.html", q=q, rows=shown, total=len(rows),
                              pending=sum(r["pending"] for r in rows), only_pending=only_pending,
                              base_url=self.base_url, here=question_url(self.base_url, q),
-                             prompt=trusted_html(q.prompt), model=trusted_html(q.model),
+                             prompt=markdown_html(q.prompt), model=markdown_html(q.model),
                              items=[(p, inline_html(t)) for p, t in q.items]))
 
     return [(r"/formgrader/questions/?", QuestionsHandler),

@@ -21,7 +21,6 @@ import io
 import itertools
 import json
 import os
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ class Handin:
     student: str
     code: str
     fingerprint: object = None
-    covered: object = None  # which tokenised characters the fingerprint covers
     weights: object = None  # their weights (CORPUS_WEIGHT where the master has the same code)
     total: float = 0.0
 
@@ -131,7 +129,7 @@ def release_code(course: Path, assignment: str) -> Release:
 def master_code(course: Path, assignment: str, api: frozenset) -> str:
     """The master's answers (its solution cells, markers out, starter code dropped), normalised: the code that an
     independent correct answer most naturally shares, which weighs :data:`CORPUS_WEIGHT` in a pair's score."""
-    from .cells import BEGIN_STARTER, END_STARTER, replace_blocks
+    from .cells import BEGIN_STARTER, END_STARTER, replace_blocks, without_solution_markers
 
     sources = []
     for path in sorted((course / "source" / assignment).glob("*.ipynb")):
@@ -140,7 +138,7 @@ def master_code(course: Path, assignment: str, api: frozenset) -> str:
             if cell.get("cell_type") == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
                 source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
                 source = replace_blocks(source, BEGIN_STARTER, END_STARTER, lambda lines, indent: [])
-                sources.append(re.sub(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", "", source))
+                sources.append(without_solution_markers(source))
     return normalise_all(sources, api)
 
 
@@ -303,9 +301,8 @@ def weigh(h: Handin, corpus: set) -> None:
     import numpy as np
 
     fp = h.fingerprint
-    h.covered = covered(fp, fp.hashes)
     h.weights = np.where(covered(fp, fp.hashes & corpus), CORPUS_WEIGHT, 1.0)
-    h.total = float(h.weights[h.covered].sum())
+    h.total = float(h.weights[covered(fp, fp.hashes)].sum())
 
 
 def compare(a: Handin, b: Handin) -> dict:

@@ -22,14 +22,6 @@ def _straight(func) -> tuple[list, ast.AST] | None:
     return head, func.body[-1].value
 
 
-def _one_return(func) -> ast.AST | None:
-    if isinstance(func, ast.FunctionDef) and len(func.body) == 1 and isinstance(func.body[0], ast.Return) and \
-            func.body[0].value is not None and not (func.args.vararg or func.args.kwarg or func.args.kwonlyargs or
-                                                    func.args.defaults or func.decorator_list):
-        return func.body[0].value
-    return None
-
-
 def inline_helpers(tree: ast.Module, api: set[str]) -> list:
     """A function whose body is one ``return`` is put where it is called; dropped when nothing else calls it and the
     release does not name it."""

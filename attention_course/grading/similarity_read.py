@@ -13,15 +13,12 @@ import ast
 import re
 
 from .cells import python_source
+from .similarity_forms import name_of
 
 _MAGIC_CELL = re.compile(r"\A\s*%%(\w+)[^\n]*\n(?P<body>.*)\Z", re.S)
 _IPYTHON = re.compile(r"(?m)^\s*[%!]|\?\s*$")  # IPython syntax: magics, shell escapes, help
 _HOLDS_CODE = re.compile(r"%|\b(exec|eval|compile)\s*\(")
 _CODE_MAGICS = {"writefile", "file", "capture", "time", "timeit", "prun", "python", "python3", "debug", "px"}
-
-
-def _name(node) -> str | None:
-    return node.id if isinstance(node, ast.Name) else None
 
 
 class _Magics(ast.NodeTransformer):
@@ -41,7 +38,7 @@ def _held_code(call) -> list | None:
     if not isinstance(call, ast.Call) or not call.args:
         return None
     func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else _name(func)
+    name = func.attr if isinstance(func, ast.Attribute) else name_of(func)
     text = None
     if name == "run_cell_magic" and len(call.args) == 3 and isinstance(call.args[2], ast.Constant):
         text = call.args[2].value if _constant(call.args[0]) in _CODE_MAGICS else None

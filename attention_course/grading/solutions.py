@@ -8,13 +8,10 @@ alternative its plotting code attached).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from .cells import without_solution_markers
 from .nbgrader_ext import CODE_STYLE, TEMPLATES
-
-
-_MARKER = re.compile(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?")
 
 
 def without_markers(nb, resources):
@@ -22,7 +19,7 @@ def without_markers(nb, resources):
     posted page shows the answer as a student would write it."""
     for cell in nb.cells:
         if cell.cell_type in ("code", "markdown"):
-            cell.source = _MARKER.sub("", cell.source)
+            cell.source = without_solution_markers(cell.source)
     return nb, resources
 
 

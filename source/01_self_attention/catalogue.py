@@ -398,11 +398,12 @@ def attention_by_token(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v):
             "self_attention_columns": '''
 def self_attention_columns(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v, scale=False):
     Q, K, V = (omega @ X + beta for omega, beta in ((omega_q, beta_q), (omega_k, beta_k), (omega_v, beta_v)))
-    S = np.einsum("dm,dn->mn", K, Q)
+    scores = np.stack([K.T @ Q[:, n] for n in range(Q.shape[1])], axis=1)
     if scale:
-        S = S / np.sqrt(Q.shape[0])
-    A = softmax(S, axis=0)
-    return np.einsum("dm,mn->dn", V, A), A
+        scores = scores / Q.shape[0] ** 0.5
+    weights = np.exp(scores - scores.max(axis=0))
+    weights /= weights.sum(axis=0)
+    return V @ weights, weights
 ''',
             "is_permutation_equivariant": '''
 def is_permutation_equivariant(f, X, perm):

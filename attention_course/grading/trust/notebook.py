@@ -9,13 +9,11 @@ import math
 from pathlib import Path
 
 from .. import wire
-from ..cells import BEGIN_STARTER, END_STARTER, bound_names, replace_blocks, uncomment
+from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, replace_blocks, uncomment
 from .pages import inert_attachments
 
 
-def _source(cell) -> str:
-    text = cell.get("source", "")
-    return "".join(text) if isinstance(text, list) else str(text)
+_source = cell_source
 
 
 def master_order(course: Path, assignment: str, notebook: str, names: list[str]) -> list[str]:
