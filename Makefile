@@ -9,7 +9,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html student-bundle demo autograde feedback grades report similarity check test sweep audit bench bench-class lab hub hub-env doctor clean
+.PHONY: help install release solutions solutions-html student-bundle demo autograde serve feedback grades report similarity check test sweep audit bench bench-class bench-submit lab hub hub-env doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -49,6 +49,10 @@ autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand
 	  $(if $(FORCE),--force) $(if $(DB),--db $(DB)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) \
 	  $(if $(ACCEPT),--accept-missing $(ACCEPT))
 
+serve: $(STAMP) ## Feedback at submit: grade each hand-in of the assignments in c.OnSubmit as it comes and release its page to the student; Ctrl-C stops (WORKERS=n, SCHEDULER=tcp://host:8786)
+	$(BIN)/python -m attention_course.grading serve $(if $(WORKERS),--workers $(WORKERS)) \
+	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(ACCEPT),--accept-missing $(ACCEPT))
+
 feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
 	@for a in $(ASSIGNMENTS); do \
 	  if compgen -G "autograded/*/$$a" > /dev/null; then \
@@ -84,6 +88,9 @@ bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 0
 	$(BIN)/python -m tools bench
 	$(BIN)/python -m tools bench-similarity --students 500
 
+bench-submit: $(STAMP) ## Feedback at submit under load: 60 students handing in within a minute, with local and with 2 Dask workers: latency p50 / p95 / max (~5 min)
+	$(BIN)/python -m tools bench-submit
+
 N ?= 500
 bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)
 	$(BIN)/python -m tools bench-class --students $(N)
@@ -104,6 +111,6 @@ hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructo
 hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~2 min the first time)
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
-clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange); keep .venv and extensions.csv
+clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue); keep .venv and extensions.csv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange bundle
+	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange bundle .grading-service

@@ -141,6 +141,16 @@ c.Term.late_share_per_day = 0.10
 c.Term.late_cap = 0.50
 c.Term.extensions = "extensions.csv"
 
+# --- Feedback at submit ------------------------------------------------------------
+# `make serve` (python -m attention_course.grading serve; on JupyterHub a hub-managed service) grades each hand-in of
+# these assignments as it comes and releases its feedback page to the student, before the deadline; after a student's
+# deadline (c.Term above, extensions included) the usual commands take over. At most one graded hand-in per student
+# and assignment every minutes_between minutes; show = "page" (scores and each failed check's message, never hidden
+# tests) or "score" (the score alone). docs/grading.md, "Feedback at submit".
+c.OnSubmit.assignments = []  # e.g. ["01_self_attention", "02_multihead_attention"]
+c.OnSubmit.minutes_between = 10
+c.OnSubmit.show = "page"
+
 # --- Validate (the students' button) ------------------------------------------
 # Stderr dropped before judging, whole lines, longer waits: one function, which the students' servers on
 # JupyterHub call too (deploy/jupyterhub/student/nbgrader_config.py), so both Validates agree.

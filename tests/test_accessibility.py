@@ -49,6 +49,13 @@ def site(the_class, tmp_path_factory):
     write_similarity(the_class.course, similar, out=out / "similarity")
     pages["report"] = write_report(gradebook_url(the_class.course), available(), out)
     pages["similarity"] = out / "similarity" / f"{similar}.html"
+    # the grading service's pages before grading (feedback at submit): one template for every notice
+    from attention_course.grading.service_pages import notice_page, when
+
+    pages["notice at submit"] = out / "notice.html"
+    pages["notice at submit"].write_text(notice_page("Waiting to be graded", [
+        f"You handed this in at {when(0)}. Hand-ins are graded at most once every 10 minutes, and your last one "
+        "was graded less than that ago.", f"Next grading at {when(600)}: fetch feedback again after that time."]))
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:
         yield {"pages": pages, "browser": browser}

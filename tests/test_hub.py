@@ -29,8 +29,8 @@ from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import answered_notebook, masters, read_scores
 
-A = available()[0]
-NOTEBOOK = "self_attention.ipynb"
+A, B = available()[:2]
+NOTEBOOK, NOTEBOOK_B = "self_attention.ipynb", "multihead_attention.ipynb"
 
 
 def _as(user: str, klass: hub.Class, *cmd: str, cwd: str | None = None, check=True) -> subprocess.CompletedProcess:
@@ -132,6 +132,9 @@ def test_a_term_on_jupyterhub_with_real_users():
     klass = hub.new_class(state, [ann, bea], teach, env, port=port)
     proc = None
     try:
+        # B is graded on submit by the hub's grading service (A goes through the instructor's usual commands)
+        with open(Path(klass.course) / "nbgrader_config.py", "a") as config:
+            config.write(f"\nc.OnSubmit.assignments = [{B!r}]\nc.OnSubmit.poll_seconds = 0.5\n")
         proc = hub.start_hub(klass)
         h = Hub(klass)
 
@@ -254,6 +257,8 @@ def test_a_term_on_jupyterhub_with_real_users():
                    str(Path(klass.exchange) / COURSE_ID / "feedback"), str(course / "submitted"))
         assert peek.stdout.split() == ["PermissionError"] * 5, peek.stdout
 
+        _feedback_at_submit(h, klass, homes, teach, ann)
+
         modes = {str(p): f"{stat.S_IMODE(p.stat().st_mode):04o}" for p in
                  [Path(klass.exchange), Path(klass.exchange) / COURSE_ID, inbound, *homes.values()]}
         print("modes:", json.dumps(modes))
@@ -264,3 +269,86 @@ def test_a_term_on_jupyterhub_with_real_users():
         if proc is not None:
             hub.stop_hub(proc)
         hub.remove_class(klass)
+
+
+def _queue(klass: hub.Class) -> list[dict]:
+    import sqlite3
+
+    path = Path(klass.course) / ".grading-service" / "queue.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path, timeout=30) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM handin ORDER BY seen")]
+
+
+def _wait(what: str, condition, seconds: float = 240, klass: hub.Class | None = None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.5)
+    said = ""
+    if klass is not None:  # the service's lines in the hub's log, and the queue
+        lines = (klass.private / "jupyterhub.log").read_text(errors="replace").splitlines()
+        said = "\n".join(line for line in lines if not line.startswith(("[I ", "[D ", "[W ")))[-6000:]
+        said += f"\nqueue: {_queue(klass)}"
+    raise AssertionError(f"waited {seconds:.0f} s for {what}\n{said}")
+
+
+def _service_pids(teach: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-u", teach, "-f", "attention_course.grading --course .* serve$"],
+                           capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def _feedback_at_submit(h: Hub, klass: hub.Class, homes: dict, teach: str, ann: str) -> None:
+    """B on submit: ann hands in through her server, the service is killed while it grades and the hub starts it
+    again; the hand-in is graded once and its page with the score reaches her Assignment List. A second hand-in
+    inside the limit gets the limit's page."""
+    from nbgrader.api import Gradebook
+
+    released = h.json(teach, "POST", f"/formgrader/api/assignment/{B}/release")
+    assert released.get("success"), released
+    assert h.json(ann, "POST", "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": B})["success"]
+    answer = solved_notebook(masters(B)[NOTEBOOK_B])
+    first = next(c for c in answer["cells"] if c["cell_type"] == "code" and c.get("metadata", {}).get(
+        "nbgrader", {}).get("solution"))
+    first["source"] += "\nimport time\ntime.sleep(8)  # long enough to be killed in the middle of\n"
+    path = f"/api/contents/{B}/{NOTEBOOK_B}"
+    nb = h.json(ann, "GET", path)["content"]
+    assert h.server(ann, "PUT", path, json={"type": "notebook", "content": answered_notebook(nb, answer)}).ok
+    pids = _wait("the grading service", lambda: _service_pids(teach), 120, klass)
+    assert h.json(ann, "POST", "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": B})["success"]
+
+    # the service is killed while a worker grades the hand-in; the hub starts it again
+    _wait("the hand-in being graded", lambda: any(r["state"] == "grading" for r in _queue(klass)), 240, klass)
+    os.kill(pids[0], 9)
+    restarted = _wait("the hub to start the service again", lambda: [p for p in _service_pids(teach) if p not in pids],
+                      120, klass)
+    [row] = _wait("the hand-in graded", lambda: [r for r in _queue(klass) if r["state"] == "done"], 240, klass)
+    assert row["graded"] == 1 and row["attempts"] == 2 and row["student"] == ann, row
+    course = Path(klass.course)
+    with Gradebook(gradebook_url(course), COURSE_ID) as gb:
+        assert [s.student.id for s in gb.assignment_submissions(B)] == [ann]
+        assert gb.find_submission(B, ann).score == row["score"] > 0, row
+
+    # the page with the score appears in her Assignment List
+    listed = h.json(ann, "GET", "/assignments", params={"course_id": COURSE_ID})
+    assert any(s.get("has_exchange_feedback") for a in listed["value"] if a.get("assignment_id") == B
+               for s in a.get("submissions", [])), listed["value"]
+    assert h.json(ann, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": B})[
+        "success"]
+    [page] = list((homes[ann] / B / "feedback").rglob("*.html"))
+    text = page.read_text()
+    assert f"{row['score']:g}" in text and "BEGIN HIDDEN" not in text, text[:2000]
+
+    # a second hand-in inside the limit: its page says when it will be graded
+    assert h.json(ann, "POST", "/assignments/submit", data={"course_id": COURSE_ID, "assignment_id": B})["success"]
+    _wait("the limit's page", lambda: any(r["told"] and "Next grading at" in r["told"] for r in _queue(klass)), 60, klass)
+    assert h.json(ann, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": B})[
+        "success"]
+    pages = {p.read_text() for p in (homes[ann] / B / "feedback").rglob("*.html")}
+    assert len(pages) == 2 and any("Next grading at" in p for p in pages), [p[:300] for p in pages]
+    assert restarted and len([r for r in _queue(klass) if r["state"] == "done"]) == 1

@@ -32,12 +32,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
-    parser.add_argument("command", choices=["demo", "bench", "bench-class", "bench-similarity"])
+    parser.add_argument("command", choices=["demo", "bench", "bench-class", "bench-similarity", "bench-submit"])
     args, extra = parser.parse_known_args(argv)
     if args.command == "demo":
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return demo(args.course.resolve())
+    if args.command == "bench-submit":
+        from .bench_submit import main as submit_main
+
+        return submit_main(extra)
     if args.command == "bench-similarity":
         from .bench_similarity import main as similarity_main
 

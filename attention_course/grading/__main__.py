@@ -8,6 +8,7 @@
 ``similarity`` ranks the pairs of hand-ins of an assignment by how much of their own code they share
            (report/similarity/<id>.json and .html).
 ``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
+``serve``  grades each hand-in as it comes and releases its feedback to the student (``c.OnSubmit``).
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
 ``student-bundle`` writes what students get (the release, the student package, pins, Validate settings) as a
            folder and a zip in bundle/.
@@ -56,6 +57,14 @@ def main(argv=None) -> int:
                               "raise it to catch a solution many students copied from one source")
     pages = sub.add_parser("solutions-html", help="render solutions/<id>/*.ipynb as solutions/<id>/*.html")
     pages.add_argument("assignments", nargs="*", help="assignment ids (default: every assignment)")
+    serve = sub.add_parser("serve", help="grade each hand-in as it comes and release its feedback (c.OnSubmit)")
+    serve.add_argument("-j", "--workers", type=int, default=None,
+                       help="local grading processes (default: the number of CPU cores)")
+    serve.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of this Dask scheduler instead of local processes")
+    serve.add_argument("--accept-missing", default="", metavar="LAYER[,LAYER]",
+                       help="grade even though these layers of the kernels' sandbox are missing (as autograde)")
+    serve.add_argument("--once", action="store_true", help="stop when nothing waits to be graded")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
     bundle = sub.add_parser("student-bundle", help="what students get, as bundle/<name>/ and bundle/<name>.zip")
     bundle.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/bundle)")
@@ -75,6 +84,12 @@ def main(argv=None) -> int:
         from .doctor import main as doctor_main
 
         return doctor_main(sandbox_settings(course), str(course / "nbgrader_config.py"))
+
+    if args.command == "serve":
+        from .service import main as serve_main
+
+        accept = {name.strip() for name in args.accept_missing.split(",") if name.strip()}
+        return serve_main(course, args.workers, args.scheduler, accept, args.once)
 
     if args.command == "autograde":
         from .autograde import run

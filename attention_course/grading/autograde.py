@@ -326,6 +326,25 @@ def _local(course: Path, db_url: str, todo: list[Job], workers: int):
             yield futures[future], result
 
 
+def check_sandbox(course: Path, app, accept, stream=sys.stderr) -> None:
+    """Say which layers of the kernels' sandbox hold on this host; stop (SystemExit) where a required one is missing
+    and not among ``accept`` (:func:`.doctor.refused`)."""
+    from . import doctor
+
+    settings = sandbox_settings(course, app)
+    report = doctor.probe(settings, str(course / "nbgrader_config.py"))
+    line, missing = doctor.summary(report, settings)
+    stream.write(line + "\n")
+    for warning in missing:
+        stream.write(f"WARNING: {warning}\n")
+    refused = doctor.refused(report, settings, set(accept))
+    if refused:
+        raise SystemExit(f"Not grading: the sandbox lacks {', '.join(refused)} on this host (see the warnings above "
+                         f"for what a hand-in could then do; `make doctor` says how to add them). To grade anyway, "
+                         f"accept it: make autograde ACCEPT={','.join(refused)} (or --accept-missing "
+                         f"{','.join(refused)}).")
+
+
 def run(course: Path, assignments: list[str] | None = None, workers: int | None = None, force: bool = False,
         db_url: str | None = None, stream=sys.stderr, scheduler: str | None = None,
         accept: set[str] | frozenset = frozenset()) -> dict:
@@ -334,7 +353,14 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
     ``scheduler``: the address of a Dask scheduler whose workers grade (:mod:`.cluster`) instead of local
     processes. A required layer of the sandbox missing on this host stops the run before anything is graded
     (:func:`.doctor.refused`), unless it is among ``accept``."""
+    from .service_queue import Writer
+
     course = course.resolve()
+    with Writer(course):  # the grading service and this run take turns to write the gradebook
+        return _run(course, assignments, workers, force, db_url, stream, scheduler, accept)
+
+
+def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, accept) -> dict:
     assignments = assignments or available(course)
     unknown = [a for a in assignments if not trust.plain_id(a) or not (course / "source" / a).is_dir()]
     if unknown:
@@ -363,20 +389,7 @@ def run(course: Path, assignments: list[str] | None = None, workers: int | None 
         return summary
     prepare_gradebook(course, db_url, course_id, sorted({j.assignment for j in todo}), {j.student for j in todo},
                       stream)
-    from . import doctor
-
-    settings = sandbox_settings(course, app)
-    report = doctor.probe(settings, str(course / "nbgrader_config.py"))
-    line, missing = doctor.summary(report, settings)
-    stream.write(line + "\n")
-    for warning in missing:
-        stream.write(f"WARNING: {warning}\n")
-    refused = doctor.refused(report, settings, set(accept))
-    if refused:
-        raise SystemExit(f"Not grading: the sandbox lacks {', '.join(refused)} on this host (see the warnings above "
-                         f"for what a hand-in could then do; `make doctor` says how to add them). To grade anyway, "
-                         f"accept it: make autograde ACCEPT={','.join(refused)} (or --accept-missing "
-                         f"{','.join(refused)}).")
+    check_sandbox(course, app, accept, stream)
     unstamped = [j for j in todo if not (course / "submitted" / j.student / j.assignment / "timestamp.txt").is_file()]
     if unstamped:
         stream.write(f"{len(unstamped)} hand-in(s) have no timestamp.txt (copied in by hand, not collected): each is "

@@ -103,7 +103,7 @@ def _scratch_root() -> Path:
     return base / "attention-course"
 
 
-def _worker_name() -> str:
+def worker_name() -> str:
     try:
         from distributed import get_worker
 
@@ -112,7 +112,13 @@ def _worker_name() -> str:
         return os.uname().nodename
 
 
-def _prepare(payload: dict) -> Path:
+def use_scratch(root: Path) -> None:
+    """Grade in scratch courses under ``root`` (a local worker of the grading service: each its own folder) instead
+    of the Dask worker's local directory."""
+    _STATE["root"] = root
+
+
+def prepare(payload: dict) -> Path:
     """The worker's scratch course, holding the payload's configuration and assignment source; refused where this
     worker's sandbox lacks a layer the instructor has not accepted."""
     from . import autograde, doctor
@@ -138,7 +144,7 @@ def _prepare(payload: dict) -> Path:
         _STATE["sandbox"] = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)
     gaps = doctor.refused(*_STATE["sandbox"], set(payload.get("accept", [])))
     if gaps:
-        raise RuntimeError(f"the sandbox of worker {_worker_name()} lacks {', '.join(gaps)} (`make doctor` on that "
+        raise RuntimeError(f"the sandbox of worker {worker_name()} lacks {', '.join(gaps)} (`make doctor` on that "
                            "machine says how to add them; --accept-missing grades anyway)")
     assignment = payload["assignment"]
     if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
@@ -156,7 +162,7 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
     with _LOCK:
         start = time.monotonic()
         try:
-            root = _prepare(payload)
+            root = prepare(payload)
         except SystemExit as exc:  # nbgrader's and the course's command-line errors must not end the worker
             raise RuntimeError(str(exc)) from None
         os.chdir(root)
@@ -174,11 +180,11 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
         return {"success": bool(result.get("success")) and bool(notebooks),
                 "log": "\n".join(autograde.notable_lines(result.get("log", ""))),
                 "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
-                "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": _worker_name()}
+                "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": worker_name()}
 
 
 # -- on the client ---------------------------------------------------------------------------
-def _recorder(course: Path, db_url: str):
+def recorder(course: Path, db_url: str):
     """An nbgrader API for the client whose autograde records delivered notebooks instead of executing."""
     from nbgrader.apps.api import NbGraderAPI
     from nbgrader.apps.baseapp import NbGrader
@@ -234,7 +240,7 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str
                 yield job, {"success": False, "log": "", "error": f"the hand-in could not be read: {exc}"}
                 continue
             submit(job)
-        api = _recorder(course, db_url)
+        api = recorder(course, db_url)
         running = as_completed(list(futures))
         for future in running:
             job, payload_key = futures.pop(future)

@@ -85,6 +85,19 @@ def total_scores(db_url: str, course_id: str, assignment: str) -> dict[str, floa
             return {}
 
 
+def submission_score(db_url: str, course_id: str, assignment: str, student: str) -> tuple[float, float, int]:
+    """A hand-in's score, the assignment's points and how many answers wait for grading by hand."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return 0.0, 0.0, 0
+        return round(sub.score, 2), sub.max_score, sum(1 for nb in sub.notebooks for g in nb.grades
+                                                        if g.needs_manual_grade)
+
+
 def changed_scores(before: dict, after: dict) -> list[tuple[str, str, float, float]]:
     """(assignment, student, before, after) of every total that a run changed (a first grade is no change)."""
     return [(a, s, before[a][s], after[a][s]) for a in sorted(after) for s in sorted(after[a])

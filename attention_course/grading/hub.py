@@ -286,10 +286,16 @@ def start_hub(klass: Class, log_file: Path | None = None) -> subprocess.Popen:
 
 def stop_hub(proc: subprocess.Popen) -> None:
     """Stop the hub, its proxy and every server it spawned (its session's process group)."""
+    stop_session(proc, 30)  # on SIGTERM the hub stops the servers it spawned and its proxy
+
+
+def stop_session(proc: subprocess.Popen, wait: float) -> None:
+    """SIGTERM to ``proc``, ``wait`` seconds for it to end, then SIGKILL to whatever is left of its session (started
+    with ``start_new_session``)."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # the hub stops the servers it spawned and its proxy
+        proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(30)
+            proc.wait(wait)
         except subprocess.TimeoutExpired:
             pass
     try:

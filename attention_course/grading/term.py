@@ -66,6 +66,17 @@ class Term(Configurable):
             self._extensions = read_extensions(Path(self.extensions))
         return self._extensions.get((student, assignment))
 
+    def deadline(self, student: str, assignment: str) -> float | None:
+        """The student's deadline of ``assignment`` (its due date plus their extension) in seconds since the epoch,
+        or None where it has no due date here."""
+        from datetime import timezone
+
+        due = self.due_date(assignment)
+        if due is None:
+            return None
+        due += self.extension(student, assignment) or timedelta(0)
+        return due.replace(tzinfo=timezone.utc).timestamp()
+
     def seconds_late(self, submission) -> float:
         """How late a gradebook submission (nbgrader's ``SubmittedAssignment``) was handed in, by the term as it is
         now: its due date (else the gradebook's, set in the Formgrader) plus the student's extension."""

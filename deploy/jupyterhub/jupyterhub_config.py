@@ -79,3 +79,19 @@ c.JupyterHub.load_roles = [
      "scopes": ["admin:users", "admin:servers", "tokens", "admin:groups", "list:users", "read:users"]},
 ]
 c.JupyterHub.services = [{"name": "class-admin", "api_token": klass["api_token"]}]
+
+# -- feedback at submit: the grading service, run by the hub as the instructor ---------------------------------
+# It grades each hand-in of the assignments the course's nbgrader_config.py puts on submit (c.OnSubmit) and releases
+# its feedback to the student; the hub starts it with the hub and starts it again if it exits. Its log is the hub's.
+if klass.get("grading_service", True):
+    c.JupyterHub.services.append({
+        "name": "grading",
+        "user": instructor,
+        "cwd": klass["course"],
+        "command": [f"{ENV}/bin/python", "-m", "attention_course.grading", "--course", klass["course"], "serve"],
+        "environment": {"NBGRADER_EXCHANGE_ROOT": klass["exchange"], "PATH": f"{ENV}/bin:/usr/bin:/bin",
+                        "LANG": "C.UTF-8"},
+    })
+    # nbgrader asks the hub which courses its user is in (JupyterHubAuthPlugin) with the service's token: read-only
+    c.JupyterHub.load_roles.append({"name": "grading-service", "services": ["grading"],
+                                    "scopes": ["read:users:name", "read:users:groups"]})

@@ -1,0 +1,435 @@
+"""Feedback at submit: ``python -m attention_course.grading serve`` grades each hand-in as it comes.
+
+Runs as the instructor in the course folder (on JupyterHub a hub-managed service, deploy/jupyterhub/; else
+``make serve``). Every ``poll_seconds`` it lists the exchange's ``inbound/`` and queues each new hand-in of an
+assignment on submit (``c.OnSubmit``) whose owner and time the grader trusts (:func:`.trust.inbound_entries`). Then,
+one hand-in at a time per student, it collects that hand-in alone (the course's patched collect), has a worker grade
+it in the sandbox in a scratch course of the worker's own (:mod:`.service_workers`), records the executed notebooks
+with nbgrader's ``Autograde`` (:func:`.cluster.recorder`: the service is the gradebook's one writer), writes the
+student's feedback page and releases it. The policy, the queue (on disk: a restart loses nothing, grades nothing
+twice, records no grade twice) and the limit are :mod:`.service_queue`'s; the pages a student gets before grading
+are :mod:`.service_pages`'. docs/grading.md, "Feedback at submit", says it for instructors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from . import trust
+from .service_pages import notice_page, publish, when
+from .gradebook import submission_score
+from .service_queue import STATE_DIR, Queue, Row, Writer, course_policy, settled
+from .service_workers import DaskWorkers, LocalWorkers, LogStream
+
+#: How often a hand-in is tried again after its worker died or the grader's environment failed.
+ATTEMPTS = 3
+
+
+class Service:
+    """The grading service of one course (see the module's docstring). ``clock`` gives the time (the tests move it)."""
+
+    def __init__(self, course: Path, workers: int | None = None, scheduler: str | None = None,
+                 accept: frozenset | set = frozenset(), db_url: str | None = None, log=None, clock=time.time):
+        from nbgrader.apps.baseapp import NbGrader
+
+        from .course import available, exchange_root, gradebook_url
+        from .term import course_term
+
+        self.course = Path(course).resolve()
+        os.chdir(self.course)
+        said = log or (lambda text: print(f"[{datetime.now():%H:%M:%S}] {text}", flush=True))
+        self.log = lambda text: said(trust.display_name(text))  # names from the exchange: control characters escaped
+        self.clock = clock
+        self.policy = course_policy(self.course)
+        self.term = course_term(self.course)
+        self.term.check()
+        unknown = sorted(set(self.policy.assignments) - set(available(self.course)))
+        if unknown:
+            raise SystemExit(f"c.OnSubmit.assignments names no assignment of source/: {', '.join(unknown)}")
+        self.assignments = [a for a in available(self.course) if a in self.policy.assignments]
+        self.interval = self.policy.minutes_between * 60
+        self.db_url = db_url or gradebook_url(self.course)
+        app = NbGrader()
+        app.initialize([])
+        self.app = app
+        self.course_id = app.coursedir.course_id
+        self.exchange = Path(exchange_root(self.course)) / self.course_id
+        self.inbound = self.exchange / "inbound"
+        self.shared = self.exchange.parent.resolve() != (self.course / "exchange").resolve()
+        self.folder = self.course / STATE_DIR
+        self.folder.mkdir(exist_ok=True)
+        self.folder.chmod(0o700)
+        self._one_service()
+        self.queue = Queue(self.folder / "queue.sqlite")
+        self.writer = Writer(self.course)
+        self.accept = set(accept)
+        self.workers = workers or os.cpu_count() or 1
+        self.scheduler = scheduler
+        self.backend = None
+        self.warming: list = []
+        self.api = None
+        self.flight: dict[str, tuple[object, str]] = {}  # entry -> (future, the hand-in's fingerprint)
+        self.payloads: dict[str, dict] = {}
+        self.logins = trust.logins_table(self.course)
+
+    def _one_service(self) -> None:
+        import fcntl
+
+        self._lock = open(self.folder / "service.lock", "a+")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SystemExit(f"A grading service already runs for this course ({self.folder / 'service.lock'})") \
+                from None
+
+    # -- start and stop -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        from .autograde import check_sandbox
+
+        self.log(f"Grading service for {self.course} (exchange {self.exchange}); on submit: "
+                 f"{', '.join(self.assignments) or 'nothing (c.OnSubmit.assignments is empty)'}; at most one graded "
+                 f"hand-in per student and assignment every {self.policy.minutes_between:g} min; pages show "
+                 f"{self.policy.show!r}")
+        check_sandbox(self.course, self.app, self.accept, LogStream(self.log))
+        for row in self.queue.recover():  # a grade being recorded when the service stopped
+            if self._recorded(row):
+                self.log(f"{row.entry}: its grade was recorded before the restart; writing its feedback")
+                self._feedback(row)
+            else:
+                self.queue.retry(row.entry, "grading interrupted by a restart")
+        scratch = self.folder / "work"
+        if scratch.exists():
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)  # the scratch courses of workers of an earlier run
+        scratch.mkdir()
+        if self.scheduler:
+            self.backend = DaskWorkers(self.scheduler)
+        else:
+            self.backend = LocalWorkers(self.workers, scratch)
+        payloads = []
+        for assignment in self.assignments:
+            try:
+                payloads.append(self._payload(assignment))
+            except SystemExit as exc:  # the course's problem, said; its hand-ins wait until it is mended
+                self.log(f"{assignment} cannot be graded yet: {exc}")
+        self.warming = self.backend.warm(payloads) if payloads else []
+        if not self.warming:
+            self.log("Ready")
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+        self.writer.release()
+        self.queue.close()
+
+    def serve(self, once: bool = False, stop=lambda: False) -> dict:
+        """Grade until ``stop()`` (or, with ``once``, until nothing is waiting or in flight); returns the queue's
+        counts."""
+        self.start()
+        try:
+            while not stop():
+                worked = self.tick()
+                if once and not self.flight and not self.queue.ready(float("inf"), self.interval):
+                    break
+                if not worked:
+                    time.sleep(self.policy.poll_seconds)
+            return self.queue.counts()
+        finally:
+            self.close()
+
+    # -- one round -------------------------------------------------------------------------------------------
+    def tick(self) -> bool:
+        now = self.clock()
+        if self.warming and all(future.done() for future in self.warming):
+            self.warming = []
+            self.log(f"Ready: {self.backend.capacity} worker(s) warm")
+        worked = self.scan(now)
+        for row, newer in self.queue.supersede():
+            self._notice(row, "Replaced by a later hand-in", [
+                f"You handed this in at {when(row.seen)}, then handed in again before it was graded. Only your "
+                "latest hand-in is graded: fetch its feedback in the Assignment List."])
+        for row, at in self.queue.held(now, self.interval):
+            self._notice(row, "Waiting to be graded", [
+                f"You handed this in at {when(row.seen)}. Hand-ins are graded at most once every "
+                f"{self.policy.minutes_between:g} minutes, and your last one was graded less than that ago.",
+                f"Next grading at {when(at)}: fetch feedback again after that time. If you hand in again "
+                "meanwhile, your latest hand-in is the one graded."])
+        worked |= self._harvest()
+        worked |= self._dispatch(now)
+        if not self.flight:
+            self.writer.release()  # a waiting `make autograde` may write now
+        return worked
+
+    def scan(self, now: float) -> bool:
+        """Queue every new folder of ``inbound/`` of an assignment on submit."""
+        if not self.assignments:
+            return False
+        try:
+            names = os.listdir(self.inbound)
+        except OSError as exc:
+            if not getattr(self, "_said_inbound", False):
+                self.log(f"Cannot list {self.inbound} ({exc.strerror}): nothing is graded until it can be")
+                self._said_inbound = True
+            return False
+        known = self.queue.known()
+        fresh: dict[str, list[str]] = {}
+        for name in names:
+            parts = name.split("+")
+            if name in known or len(parts) < 4 or parts[-3] not in self.assignments:
+                continue
+            if not settled(self.inbound / name, now):
+                continue
+            fresh.setdefault(parts[-3], []).append(name)
+        for assignment, batch in fresh.items():
+            taken, refused = trust.inbound_entries(self.inbound, sorted(batch), self.logins, check_owner=self.shared,
+                                                   now=now)
+            trust.record_refusals(self.course, assignment, refused)
+            for entry in refused:
+                self.queue.add(entry["entry"], assignment, entry["student"], now, "refused", entry["why"])
+                self.log(f"Refused {trust.display_name(entry['entry'])}: {entry['why']}")
+            for entry in taken:
+                seen = entry.seen.timestamp()
+                if not trust.plain_id(entry.student):  # nbgrader reads ids as globs: never collected by the service
+                    self.queue.add(entry.name, assignment, entry.student, seen, "refused", "not a plain student id")
+                    self.log(f"Refused {entry.name}: not a plain student id")
+                    continue
+                deadline = self.term.deadline(entry.student, assignment)
+                if deadline is not None and seen > deadline:
+                    self.queue.add(entry.name, assignment, entry.student, seen, "late",
+                                   "after the deadline: for the instructor's commands")
+                    self._notice(self.queue.row(entry.name), "Handed in after the deadline", [
+                        f"You handed this in at {when(seen)}, after the deadline ({when(deadline)}). It is not "
+                        "graded on submit: your instructor grades it with the class."])
+                    continue
+                self.queue.add(entry.name, assignment, entry.student, seen)
+                self.log(f"Queued {entry.student}'s hand-in of {assignment} ({when(seen)})")
+        return bool(fresh)
+
+    def _payload(self, assignment: str) -> dict:
+        from .autograde import course_fingerprint, prepare_gradebook, register
+        from .cluster import course_payload
+        from .gradebook import refresh_tests
+
+        current = course_fingerprint(self.course, assignment)
+        if self.payloads.get(assignment, {}).get("fingerprint") != current:
+            prepare_gradebook(self.course, self.db_url, self.course_id, [assignment], set(), LogStream(self.log))
+            refresh_tests(self.course, self.db_url, self.course_id, [assignment], register, LogStream(self.log))
+            self.payloads[assignment] = course_payload(self.course, assignment, self.accept)
+        return self.payloads[assignment]
+
+    def _dispatch(self, now: float) -> bool:
+        free = self.backend.capacity - len(self.flight)
+        if free <= 0:
+            return False
+        ready = self.queue.ready(now, self.interval)
+        if not ready:
+            return False
+        if not self.flight and self.writer.wanted:
+            return False  # `make autograde` waits for its turn
+        if not self.writer.acquire(block=False):
+            return False
+        for row in ready[:free]:
+            self._grade(row, now)
+        return True
+
+    def _grade(self, row: Row, now: float) -> None:
+        from .autograde import prepare_gradebook
+        from .cluster import read_tree
+
+        try:
+            payload = self._payload(row.assignment)
+        except SystemExit as exc:  # the course's own problem (a test that cannot be registered): not the student's
+            self.log(f"{row.assignment}: {exc}")
+            self.queue.retry(row.entry, f"the course: {exc}")
+            return
+        problem = self._collect(row)
+        if problem:
+            self.queue.finish(row.entry, "superseded" if problem.startswith("newer") else "failed", now, note=problem)
+            self.log(f"{row.entry}: not graded: {problem}")
+            return
+        prepare_gradebook(self.course, self.db_url, self.course_id, [row.assignment], {row.student},
+                          LogStream(self.log))
+        try:
+            handin = read_tree(self.course / "submitted" / row.student / row.assignment)
+        except (OSError, ValueError) as exc:
+            self.queue.finish(row.entry, "failed", now, note=f"the hand-in could not be read: {exc}")
+            return
+        self.queue.start(row.entry, now)
+        self.flight[row.entry] = (self.backend.submit(payload, row.student, handin), self._fingerprint(row))
+        self.log(f"Grading {row.student}'s hand-in of {row.assignment}")
+
+    def _fingerprint(self, row: Row) -> str:
+        from .autograde import course_fingerprint, fingerprint
+        from .gradebook import digest
+
+        base = course_fingerprint(self.course, row.assignment) + digest(self.db_url, self.course_id, row.assignment)
+        return fingerprint(self.course, row.assignment, row.student, base,
+                           f"extension {self.term.extension(row.student, row.assignment)}")
+
+    def _collect(self, row: Row) -> str:
+        """Collect this hand-in alone into ``submitted/`` (nbgrader's collect as patched for the course); "" when
+        ``submitted/`` now holds it, else why not."""
+        from nbgrader.utils import capture_log, temp_attrs
+
+        api = self._api()
+        with temp_attrs(api.coursedir, assignment_id=row.assignment, student_id=row.student):
+            app = api.exchange.Collect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+            app.update = True
+            app.check_owner = self.shared  # one user's own exchange: every folder is that user's
+            app.only_entries = {row.entry}
+            result = capture_log(app)
+        if not result.get("success"):
+            return "collect failed: " + (result.get("error") or result.get("log") or "")[-500:]
+        theirs = trust.exchange_metadata(self.inbound / row.entry).get("submission_secret.txt")
+        ours = trust.exchange_metadata(self.course / "submitted" / row.student / row.assignment).get(
+            "submission_secret.txt")
+        if theirs is None:
+            return "it is no longer in the exchange"
+        if theirs != ours:
+            return "newer: submitted/ holds a later hand-in of this student"
+        return ""
+
+    def _api(self):
+        if self.api is None:
+            from .cluster import recorder
+
+            self.api = recorder(self.course, self.db_url)
+        return self.api
+
+    def _harvest(self) -> bool:
+        """Record every hand-in whose worker has finished."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        done = [entry for entry, (future, _) in self.flight.items() if future.done()]
+        for entry in done:
+            future, mark = self.flight.pop(entry)
+            row = self.queue.row(entry)
+            try:
+                result = future.result()
+            except Exception as exc:  # the worker died, or the cluster lost the hand-in: the grader's fault
+                if isinstance(exc, BrokenProcessPool):
+                    self.backend.broken()
+                self._again(row, f"{type(exc).__name__}: {exc}")
+                continue
+            if not result.get("success"):
+                text = f"{result.get('error', '')}\n{result.get('log', '')}"
+                if "EnvironmentFault" in text or "sandbox of worker" in text:
+                    self._again(row, text.strip().splitlines()[-1] if text.strip() else "environment fault")
+                    continue
+                from .autograde import failure_cause
+
+                cause = failure_cause(result)
+                self.queue.finish(entry, "failed", self.clock(), note=cause)
+                self.log(f"{entry}: NOT GRADED: {cause}")
+                self._notice(row, "Not graded automatically", [
+                    f"Your hand-in of {when(row.seen)} could not be graded automatically. Your instructor sees why "
+                    "and grades it by hand; nothing is lost.",
+                    "Run Validate on your notebook: it shows most problems (a notebook that cannot be read, a "
+                    "cell that never ends)."])
+                continue
+            self._record(row, result, mark)
+        return bool(done)
+
+    def _again(self, row: Row, why: str) -> None:
+        if row.attempts >= ATTEMPTS:
+            self.queue.finish(row.entry, "failed", self.clock(), note=f"the grader failed {row.attempts} times: {why}")
+            self.log(f"{row.entry}: NOT GRADED after {row.attempts} attempts: {why}")
+        else:
+            self.queue.retry(row.entry, f"tried again: {why}")
+            self.log(f"{row.entry}: the grader failed ({why}); trying again")
+
+    def _record(self, row: Row, result: dict, mark: str) -> None:
+        from .autograde import FINGERPRINT, failure_cause
+        from .cluster import DELIVERED
+
+        self.queue.recording(row.entry)
+        started = time.monotonic()
+        for name, text in result["notebooks"].items():
+            DELIVERED[(row.student, row.assignment, name)] = text
+        try:
+            recorded = self._api().autograde(row.assignment, row.student, force=True, create=False)
+        finally:
+            for name in result["notebooks"]:
+                DELIVERED.pop((row.student, row.assignment, name), None)
+        if not recorded.get("success"):
+            cause = failure_cause(recorded)
+            self.queue.finish(row.entry, "failed", self.clock(), note=f"recording failed: {cause}")
+            self.log(f"{row.entry}: NOT RECORDED: {cause}")
+            return
+        folder = self.course / "autograded" / row.student / row.assignment
+        if folder.is_dir():
+            (folder / FINGERPRINT).write_text(mark + "\n")
+        self._feedback(self.queue.row(row.entry), f"worker {result.get('seconds', 0):.1f} s, recorded in "
+                                                  f"{time.monotonic() - started:.1f} s")
+
+    def _recorded(self, row: Row) -> bool:
+        from .autograde import FINGERPRINT
+
+        mark = self.course / "autograded" / row.student / row.assignment / FINGERPRINT
+        try:
+            return mark.read_text().strip() == self._fingerprint(row)
+        except OSError:
+            return False
+
+    def _feedback(self, row: Row, timing: str = "") -> None:
+        """Write and release the student's feedback page; the hand-in is done."""
+        started = time.monotonic()
+        api = self._api()
+        score, max_score, pending = submission_score(self.db_url, self.course_id, row.assignment, row.student)
+        made = api.generate_feedback(row.assignment, row.student, force=True)
+        pages = sorted((self.course / "feedback" / row.student / row.assignment).glob("*.html"))
+        if not made.get("success") or not pages:
+            self.log(f"{row.entry}: graded ({score:g} / {max_score:g}) but its feedback page failed: "
+                     f"{(made.get('error') or '')[-300:]}")
+        elif self.policy.show == "score":
+            waiting = f" {pending} written answer(s) wait for your instructor's grading." if pending else ""
+            text = notice_page("Your score", [
+                f"Your hand-in of {when(row.seen)} scored {score:g} of {max_score:g} points.{waiting}",
+                "The checks' messages are shown after the deadline."])
+            for page in pages:
+                page.write_text(text, encoding="utf-8")
+        released = api.release_feedback(row.assignment, row.student)
+        if not released.get("success"):
+            self.log(f"{row.entry}: its feedback was not released: {(released.get('error') or '')[-300:]}")
+        self.queue.finish(row.entry, "done", self.clock(), score, max_score)
+        self.log(f"Graded {row.student}'s hand-in of {row.assignment}: {score:g} / {max_score:g}; feedback released "
+                 f"{self.clock() - row.seen:.1f} s after it came ({timing + ', ' if timing else ''}feedback "
+                 f"{time.monotonic() - started:.1f} s)")
+
+    def _notice(self, row: Row | None, title: str, paragraphs: list[str]) -> None:
+        """Publish a notice as the feedback of the hand-in ``row`` (:func:`.service_pages.publish`), once per text."""
+        if row is None:
+            return
+        text = notice_page(title, paragraphs)
+        if row.told == text:
+            return
+        waits = publish(self.exchange / "feedback", self.inbound / row.entry,
+                        self.course / "release" / row.assignment, text)
+        if waits:
+            self.log(f"{row.entry}: its page waits: {waits}")
+        else:
+            self.queue.told(row.entry, text)
+
+
+def main(course: Path, workers: int | None, scheduler: str | None, accept: set[str], once: bool) -> int:
+    stopping = []
+
+    def stop(*_):
+        stopping.append(1)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    service = Service(course, workers, scheduler, accept)
+    counts = service.serve(once=once, stop=lambda: bool(stopping))
+    service.log("Stopped; the queue: " + ", ".join(f"{state} {n}" for state, n in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path.cwd(), None, None, set(), False))

@@ -1,0 +1,287 @@
+"""The grading service's queue: every hand-in it has seen, what became of it, and who is graded next.
+
+One SQLite file in the service's folder (``<course>/.grading-service/queue.sqlite``), written by the service
+alone. A row is one folder of the exchange's ``inbound/`` (its name is the key, so a hand-in is queued once however
+often the service restarts); its state moves
+
+    waiting -> grading -> recording -> done | failed
+    waiting -> superseded   (the same student handed in again before it was graded: the newer one is graded)
+    late | refused          (never graded by the service: after the student's deadline, or refused by collect)
+
+``grading`` is a worker's; a restart puts such rows back to ``waiting`` with the slot they already had, so the
+limit never delays a hand-in twice. ``recording`` is the gradebook's: the caller decides on restart whether the
+grade reached the gradebook (:meth:`Queue.unfinished`). Fairness is the order :meth:`Queue.ready` returns: one hand-in
+per student at a time, at most one graded per student and assignment every ``interval`` seconds, students whose last
+grading is oldest first, then the order they handed in.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from traitlets import Enum, Float, List, Unicode
+from traitlets.config import Configurable
+
+#: States whose hand-in is no longer the service's business.
+FINAL = ("done", "failed", "superseded", "late", "refused")
+#: States in which a hand-in occupies a worker or the gradebook.
+BUSY = ("grading", "recording")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS handin (
+    entry TEXT PRIMARY KEY,          -- the folder's name in inbound/
+    assignment TEXT NOT NULL,
+    student TEXT NOT NULL,
+    seen REAL NOT NULL,              -- when it came (the folder's inode change time), seconds since the epoch
+    state TEXT NOT NULL,
+    slot REAL,                       -- when its grading was first started (what the limit counts)
+    attempts INTEGER NOT NULL DEFAULT 0,
+    graded INTEGER NOT NULL DEFAULT 0,   -- how many times its grade was recorded (1 when done)
+    finished REAL,
+    score REAL,
+    max_score REAL,
+    note TEXT NOT NULL DEFAULT '',   -- for the instructor: why it failed, which hand-in replaced it
+    told TEXT NOT NULL DEFAULT ''    -- the last notice published to the student for it
+);
+CREATE INDEX IF NOT EXISTS by_student ON handin (assignment, student, state);
+"""
+
+
+@dataclass
+class Row:
+    entry: str
+    assignment: str
+    student: str
+    seen: float
+    state: str
+    slot: float | None
+    attempts: int
+    graded: int
+    finished: float | None
+    score: float | None
+    max_score: float | None
+    note: str
+    told: str
+
+
+class Queue:
+    """The service's persistent queue (see the module's docstring)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), timeout=60, isolation_level=None)  # autocommit: every step is durable
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _rows(self, sql: str, *args) -> list[Row]:
+        return [Row(*r) for r in self.db.execute(f"SELECT entry, assignment, student, seen, state, slot, attempts, "
+                                                 f"graded, finished, score, max_score, note, told FROM handin {sql}",
+                                                 args)]
+
+    def row(self, entry: str) -> Row | None:
+        rows = self._rows("WHERE entry = ?", entry)
+        return rows[0] if rows else None
+
+    def known(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT entry FROM handin")}
+
+    def add(self, entry: str, assignment: str, student: str, seen: float, state: str = "waiting",
+            note: str = "") -> bool:
+        """Queue a hand-in (once: False if it was known)."""
+        cur = self.db.execute("INSERT OR IGNORE INTO handin (entry, assignment, student, seen, state, note) "
+                              "VALUES (?, ?, ?, ?, ?, ?)", (entry, assignment, student, seen, state, note))
+        return cur.rowcount == 1
+
+    def recover(self) -> list[Row]:
+        """After a restart: hand-ins a worker held go back to waiting (their slot kept); returns the rows whose
+        grade was being recorded, for the caller to finish or put back (:meth:`retry`)."""
+        self.db.execute("UPDATE handin SET state = 'waiting' WHERE state = 'grading'")
+        return self._rows("WHERE state = 'recording'")
+
+    def supersede(self) -> list[tuple[Row, str]]:
+        """Of a student's hand-ins of one assignment waiting without a slot, only the newest stays waiting; returns
+        each replaced row with the entry that replaced it."""
+        replaced = []
+        waiting = self._rows("WHERE state = 'waiting' AND slot IS NULL ORDER BY seen, entry")
+        newest: dict[tuple[str, str], Row] = {}
+        for row in waiting:
+            newest[(row.assignment, row.student)] = row
+        for row in waiting:
+            latest = newest[(row.assignment, row.student)]
+            if row.entry != latest.entry:
+                self.db.execute("UPDATE handin SET state = 'superseded', note = ? WHERE entry = ?",
+                                (f"replaced by {latest.entry}", row.entry))
+                replaced.append((row, latest.entry))
+        return replaced
+
+    def last_slot(self, assignment: str, student: str, besides: str = "") -> float | None:
+        """When the student's last grading of ``assignment`` started (what the limit counts from)."""
+        value = self.db.execute("SELECT MAX(slot) FROM handin WHERE assignment = ? AND student = ? AND entry != ? "
+                                "AND slot IS NOT NULL", (assignment, student, besides)).fetchone()[0]
+        return value
+
+    def next_time(self, row: Row, interval: float) -> float:
+        """The earliest time ``row`` may be graded under the limit."""
+        if row.slot is not None:
+            return row.slot
+        last = self.last_slot(row.assignment, row.student, row.entry)
+        return row.seen if last is None else max(row.seen, last + interval)
+
+    def ready(self, now: float, interval: float) -> list[Row]:
+        """The waiting hand-ins that may be graded now, in the order to grade them (see the module's docstring)."""
+        busy = {r[0] for r in self.db.execute(
+            f"SELECT student FROM handin WHERE state IN ({','.join('?' * len(BUSY))})", BUSY)}
+        rows = [r for r in self._rows("WHERE state = 'waiting'") if self.next_time(r, interval) <= now]
+        chosen: dict[str, Row] = {}
+        for row in sorted(rows, key=lambda r: (r.slot is None, r.seen, r.entry)):  # a held slot first
+            if row.student not in busy:
+                chosen.setdefault(row.student, row)
+
+        def order(row: Row):
+            last = self.db.execute("SELECT MAX(slot) FROM handin WHERE student = ? AND entry != ?",
+                                   (row.student, row.entry)).fetchone()[0]
+            return (row.slot is None, -1.0 if last is None else last, row.seen, row.entry)
+
+        return sorted(chosen.values(), key=order)
+
+    def held(self, now: float, interval: float) -> list[tuple[Row, float]]:
+        """Waiting hand-ins the limit holds back, each with when it may be graded."""
+        return [(r, t) for r in self._rows("WHERE state = 'waiting'") if (t := self.next_time(r, interval)) > now]
+
+    def start(self, entry: str, now: float) -> None:
+        self.db.execute("UPDATE handin SET state = 'grading', slot = COALESCE(slot, ?), attempts = attempts + 1 "
+                        "WHERE entry = ?", (now, entry))
+
+    def recording(self, entry: str) -> None:
+        self.db.execute("UPDATE handin SET state = 'recording' WHERE entry = ?", (entry,))
+
+    def retry(self, entry: str, note: str) -> None:
+        """Back to waiting, its slot kept (a fault of the grader's environment: the student is not charged)."""
+        self.db.execute("UPDATE handin SET state = 'waiting', note = ? WHERE entry = ?", (note, entry))
+
+    def finish(self, entry: str, state: str, now: float, score: float | None = None, max_score: float | None = None,
+               note: str = "") -> None:
+        assert state in FINAL, state
+        self.db.execute("UPDATE handin SET state = ?, finished = ?, score = ?, max_score = ?, note = ?, "
+                        "graded = graded + ? WHERE entry = ?",
+                        (state, now, score, max_score, note, 1 if state == "done" else 0, entry))
+
+    def set_state(self, entry: str, state: str, note: str = "") -> None:
+        self.db.execute("UPDATE handin SET state = ?, note = ? WHERE entry = ?", (state, note, entry))
+
+    def told(self, entry: str, text: str) -> None:
+        self.db.execute("UPDATE handin SET told = ? WHERE entry = ?", (text, entry))
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT state, COUNT(*) FROM handin GROUP BY state").fetchall())
+
+    def rows(self) -> list[Row]:
+        return self._rows("ORDER BY seen, entry")
+
+
+#: How long a folder of ``inbound/`` may stay without its ``submission_secret.txt`` (nbgrader's submit writes it
+#: last) before it is taken for a hand-in that will never be complete.
+SETTLE_S = 60
+
+
+def settled(folder: Path, now: float) -> bool:
+    """Whether nbgrader's submit has finished writing the inbound ``folder`` (its secret is written last), or has
+    had :data:`SETTLE_S` seconds to."""
+    import os
+
+    from .trust import exchange_metadata
+
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return now - info.st_ctime >= SETTLE_S or "submission_secret.txt" in exchange_metadata(folder)
+
+
+# -- one writer of the gradebook at a time -------------------------------------------------------------
+#: The service's folder in the course: its queue, its log, its workers' scratch courses, the writer's lock.
+STATE_DIR = ".grading-service"
+
+
+class Writer:
+    """The gradebook's one writer: an exclusive lock on ``<course>/.grading-service/writer.lock`` held by the grading
+    service while it grades and by ``make autograde`` for its run (stock ``nbgrader autograde`` and the Formgrader's
+    button do not take it: docs/grading.md). A run that must wait says so and leaves ``writer.wanted``, and the
+    service then starts nothing new until the run has had its turn."""
+
+    def __init__(self, course: Path):
+        self.folder = Path(course) / STATE_DIR
+        self.handle = None
+
+    def acquire(self, block: bool) -> bool:
+        import fcntl
+
+        if self.handle is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        handle = open(self.folder / "writer.lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+        except BlockingIOError:
+            handle.close()
+            return False
+        self.handle = handle
+        return True
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.close()  # closing the file releases the lock
+            self.handle = None
+
+    @property
+    def wanted(self) -> bool:
+        return (self.folder / "writer.wanted").exists()
+
+    def __enter__(self):
+        """Wait for the lock as a one-off run (``make autograde``), saying so when the service holds it."""
+        if not self.acquire(block=False):
+            import sys
+
+            sys.stderr.write("The grading service is grading hand-ins: waiting for it to finish those it has "
+                             "started (it starts no new ones meanwhile) ...\n")
+            wanted = self.folder / "writer.wanted"
+            wanted.touch()
+            try:
+                self.acquire(block=True)
+            finally:
+                wanted.unlink(missing_ok=True)
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+# -- the instructor's policy ---------------------------------------------------------------------------
+class OnSubmit(Configurable):
+    """Feedback at submit (``c.OnSubmit.<name>`` in nbgrader_config.py; the service reads it when it starts)."""
+
+    assignments = List(Unicode(), help="Assignment ids graded as they are handed in (none: the service grades "
+                                       "nothing). After an assignment's deadline the instructor's commands take "
+                                       "over.").tag(config=True)
+    minutes_between = Float(10.0, help="At most one graded hand-in per student and assignment this often: a hand-in "
+                                       "within it waits, and its student is told until when.").tag(config=True)
+    show = Enum(["page", "score"], default_value="page",
+                help="What a page before the deadline shows: 'page' (the course's feedback page: scores and the "
+                     "message of each failed check, never hidden tests) or 'score' (the score alone).").tag(config=True)
+    poll_seconds = Float(1.0, help="How often the exchange is looked at.").tag(config=True)
+
+
+def course_policy(course: Path) -> OnSubmit:
+    """The course's :class:`OnSubmit`, as its ``nbgrader_config.py`` sets it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    try:
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    except Exception:
+        config = None
+    return OnSubmit(config=config) if config is not None else OnSubmit()

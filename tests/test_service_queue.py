@@ -1,0 +1,93 @@
+"""The grading service's queue without a grader: who is graded next, the limit, restarts (``make check``)."""
+
+from __future__ import annotations
+
+from attention_course.grading.service_queue import Queue, Writer
+
+LIMIT = 600.0
+
+
+def _queue(tmp_path) -> Queue:
+    return Queue(tmp_path / "queue.sqlite")
+
+
+def test_a_hand_in_is_queued_once_however_often_it_is_seen(tmp_path):
+    q = _queue(tmp_path)
+    assert q.add("ann+01+t1+a", "01", "ann", 10.0)
+    assert not q.add("ann+01+t1+a", "01", "ann", 99.0)
+    assert q.row("ann+01+t1+a").seen == 10.0 and q.counts() == {"waiting": 1}
+
+
+def test_only_the_newest_waiting_hand_in_of_a_student_is_graded(tmp_path):
+    q = _queue(tmp_path)
+    for i in range(10):
+        q.add(f"ann+01+t{i}+a", "01", "ann", 10.0 + i)
+    q.add("bob+01+t0+b", "01", "bob", 15.0)
+    replaced = q.supersede()
+    assert {row.entry for row, newer in replaced} == {f"ann+01+t{i}+a" for i in range(9)}
+    assert all(newer == "ann+01+t9+a" for _, newer in replaced)
+    # neither was graded before: in the order they came (bob's hand-in is older than ann's newest)
+    assert [r.entry for r in q.ready(100.0, LIMIT)] == ["bob+01+t0+b", "ann+01+t9+a"]
+    assert q.counts() == {"superseded": 9, "waiting": 2}
+
+
+def test_the_limit_holds_a_second_hand_in_until_its_time(tmp_path):
+    q = _queue(tmp_path)
+    q.add("ann+01+t0+a", "01", "ann", 0.0)
+    q.start("ann+01+t0+a", 5.0)
+    q.finish("ann+01+t0+a", "done", 20.0, 95, 100)
+    q.add("ann+01+t1+a", "01", "ann", 60.0)
+    assert q.ready(100.0, LIMIT) == []
+    [(row, at)] = q.held(100.0, LIMIT)
+    assert row.entry == "ann+01+t1+a" and at == 5.0 + LIMIT
+    assert [r.entry for r in q.ready(5.0 + LIMIT, LIMIT)] == ["ann+01+t1+a"]
+    # the limit is per assignment: another assignment's hand-in is not held
+    q.add("ann+02+t1+a", "02", "ann", 61.0)
+    assert [r.entry for r in q.ready(100.0, LIMIT)] == ["ann+02+t1+a"]
+
+
+def test_one_hand_in_per_student_at_a_time_and_the_least_recently_graded_first(tmp_path):
+    q = _queue(tmp_path)
+    q.add("ann+01+t0+a", "01", "ann", 0.0)
+    q.start("ann+01+t0+a", 1.0)
+    q.add("ann+02+t0+a", "02", "ann", 2.0)  # ann is being graded: her other assignment waits its turn
+    q.add("bob+01+t0+b", "01", "bob", 3.0)
+    assert [r.entry for r in q.ready(10.0, LIMIT)] == ["bob+01+t0+b"]
+    q.finish("ann+01+t0+a", "done", 4.0)
+    q.add("cat+01+t0+c", "01", "cat", 5.0)  # came after ann's, but cat has never been graded: first
+    assert [r.entry for r in q.ready(10.0, LIMIT)] == ["bob+01+t0+b", "cat+01+t0+c", "ann+02+t0+a"]
+
+
+def test_a_restart_puts_a_hand_in_back_with_its_slot_and_never_counts_a_grade_twice(tmp_path):
+    q = _queue(tmp_path)
+    q.add("ann+01+t0+a", "01", "ann", 0.0)
+    q.start("ann+01+t0+a", 1.0)
+    q.finish("ann+01+t0+a", "done", 2.0, 90, 100)
+    q.add("ann+01+t1+a", "01", "ann", 1000.0)
+    q.start("ann+01+t1+a", 1000.0)
+    q.add("bob+01+t0+b", "01", "bob", 3.0)
+    q.start("bob+01+t0+b", 3.0)
+    q.recording("bob+01+t0+b")
+    q.close()
+
+    q = _queue(tmp_path)  # the service starts again
+    recording = q.recover()
+    assert [r.entry for r in recording] == ["bob+01+t0+b"]
+    row = q.row("ann+01+t1+a")
+    assert row.state == "waiting" and row.slot == 1000.0 and row.attempts == 1
+    # its slot was granted before the restart: not held by the limit again
+    assert [r.entry for r in q.ready(1001.0, LIMIT)] == ["ann+01+t1+a"]
+    q.start("ann+01+t1+a", 1001.0)
+    assert q.row("ann+01+t1+a").slot == 1000.0 and q.row("ann+01+t1+a").attempts == 2
+    q.finish("ann+01+t1+a", "done", 1010.0, 95, 100)
+    assert q.row("ann+01+t1+a").graded == 1
+
+
+def test_make_autograde_and_the_service_take_turns(tmp_path):
+    service, run = Writer(tmp_path), Writer(tmp_path)
+    assert service.acquire(block=False)
+    assert not run.acquire(block=False)
+    service.release()
+    assert run.acquire(block=False)
+    assert not service.acquire(block=False)
+    run.release()
