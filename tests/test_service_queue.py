@@ -91,3 +91,19 @@ def test_make_autograde_and_the_service_take_turns(tmp_path):
     assert run.acquire(block=False)
     assert not service.acquire(block=False)
     run.release()
+
+
+def test_a_hand_in_is_taken_once_submit_has_written_its_secret_or_never_will(tmp_path):
+    import os
+
+    from attention_course.grading.service_queue import SETTLE_S, settled
+
+    folder = tmp_path / "ann+01+t0+a"
+    folder.mkdir()
+    (folder / "self_attention.ipynb").write_text("{}")
+    came = os.lstat(folder).st_ctime
+    assert not settled(folder, came + 1)  # submit is still writing: not looked at yet
+    assert settled(folder, came + SETTLE_S)  # it never will: taken now, and refused for the missing secret
+    (folder / "submission_secret.txt").write_text("a" * 128)
+    assert settled(folder, os.lstat(folder).st_ctime)  # written last by submit: complete
+    assert not settled(tmp_path / "gone", came)
