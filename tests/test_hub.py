@@ -25,6 +25,7 @@ import requests
 from attention_course.grading import hub
 from attention_course.grading.course import COURSE_ID, available, catalogue_path, gradebook_url, score_table
 from attention_course.grading.doctor import exchange_findings
+from tools.bench_submit import queue_rows
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import answered_notebook, masters, read_scores
@@ -272,14 +273,7 @@ def test_a_term_on_jupyterhub_with_real_users():
 
 
 def _queue(klass: hub.Class) -> list[dict]:
-    import sqlite3
-
-    path = Path(klass.course) / ".grading-service" / "queue.sqlite"
-    if not path.exists():
-        return []
-    with sqlite3.connect(path, timeout=30) as db:
-        db.row_factory = sqlite3.Row
-        return [dict(r) for r in db.execute("SELECT * FROM handin ORDER BY seen")]
+    return queue_rows(Path(klass.course))
 
 
 def _wait(what: str, condition, seconds: float = 240, klass: hub.Class | None = None):

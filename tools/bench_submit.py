@@ -92,7 +92,11 @@ def stop_service(proc: subprocess.Popen) -> None:
 
 
 def queue_rows(course: Path) -> list[dict]:
-    with sqlite3.connect(course / ".grading-service" / "queue.sqlite") as db:
+    """The grading service's queue as plain rows, oldest first (none before the service made it)."""
+    path = course / ".grading-service" / "queue.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path, timeout=30) as db:
         db.row_factory = sqlite3.Row
         return [dict(r) for r in db.execute("SELECT * FROM handin ORDER BY seen")]
 

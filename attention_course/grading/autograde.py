@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import trust
 from .course import PACKAGE_DIR, available, gradebook_url, unusable_folders
-from .gradebook import changed_scores, refresh_tests, total_scores
+from .gradebook import changed_scores, digest, refresh_tests, total_scores
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -94,6 +94,16 @@ def fingerprint(course: Path, assignment: str, student: str, base: str, extra: s
     return digest.hexdigest()
 
 
+def grading_base(course: Path, db_url: str, course_id: str, assignment: str, course_print: str = "") -> str:
+    """:func:`course_fingerprint` (``course_print`` where known) and the gradebook's copy of the tests and points."""
+    return (course_print or course_fingerprint(course, assignment)) + digest(db_url, course_id, assignment)
+
+
+def handin_fingerprint(course: Path, assignment: str, student: str, base: str, term) -> str:  # plan, the service
+    """:func:`fingerprint` of a student's hand-in, their extension in the term included (what the skip compares)."""
+    return fingerprint(course, assignment, student, base, f"extension {term.extension(student, assignment)}")
+
+
 def sandbox_settings(course: Path, app=None) -> dict:
     """The kernel sandbox's settings as the course's configuration sets them (``JudgedExecute``)."""
     from .executor import JudgedExecute
@@ -110,20 +120,18 @@ def sandbox_settings(course: Path, app=None) -> dict:
 def plan(course: Path, assignments: list[str], db_url: str, course_id: str, force: bool):
     """The submissions to grade and those skipped as unchanged."""
     todo, skipped = [], []
-    from .gradebook import digest
     from .term import course_term
 
     term = course_term(course)
     term.check()
     for assignment in assignments:
-        base = course_fingerprint(course, assignment) + digest(db_url, course_id, assignment)
+        base = grading_base(course, db_url, course_id, assignment)
         graded = set() if force else set(total_scores(db_url, course_id, assignment))
         for folder in sorted((course / "submitted").glob(f"*/{assignment}")):
             if not folder.is_dir() or not trust.plain_id(folder.parent.name):
                 continue
             student = folder.parent.name
-            job = Job(assignment, student, fingerprint(course, assignment, student, base,
-                                                       f"extension {term.extension(student, assignment)}"))
+            job = Job(assignment, student, handin_fingerprint(course, assignment, student, base, term))
             mark = course / "autograded" / student / assignment / FINGERPRINT
             try:
                 unchanged = mark.read_text().strip() == job.fingerprint

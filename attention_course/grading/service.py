@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import trust
@@ -192,14 +192,15 @@ class Service:
             trust.record_refusals(self.course, assignment, refused)
             for entry in refused:
                 self.queue.add(entry["entry"], assignment, entry["student"], now, "refused", entry["why"])
-                self.log(f"Refused {trust.display_name(entry['entry'])}: {entry['why']}")
+                self.log(f"Refused {entry['entry']}: {entry['why']}")
             for entry in taken:
                 seen = entry.seen.timestamp()
                 if not trust.plain_id(entry.student):  # nbgrader reads ids as globs: never collected by the service
                     self.queue.add(entry.name, assignment, entry.student, seen, "refused", "not a plain student id")
                     self.log(f"Refused {entry.name}: not a plain student id")
                     continue
-                deadline = self.term.deadline(entry.student, assignment)
+                due = self.term.deadline(entry.student, assignment)
+                deadline = None if due is None else due.replace(tzinfo=timezone.utc).timestamp()
                 if deadline is not None and seen > deadline:
                     self.queue.add(entry.name, assignment, entry.student, seen, "late",
                                    "after the deadline: for the instructor's commands")
@@ -261,16 +262,16 @@ class Service:
             self.queue.finish(row.entry, "failed", now, note=f"the hand-in could not be read: {exc}")
             return
         self.queue.start(row.entry, now)
-        self.flight[row.entry] = (self.backend.submit(payload, row.student, handin), self._fingerprint(row))
+        self.flight[row.entry] = (self.backend.submit(payload, row.student, handin),
+                                  self._fingerprint(row, payload["fingerprint"]))
         self.log(f"Grading {row.student}'s hand-in of {row.assignment}")
 
-    def _fingerprint(self, row: Row) -> str:
-        from .autograde import course_fingerprint, fingerprint
-        from .gradebook import digest
+    def _fingerprint(self, row: Row, course_print: str = "") -> str:
+        """What ``make autograde`` compares to skip the hand-in (:func:`.autograde.handin_fingerprint`)."""
+        from .autograde import grading_base, handin_fingerprint
 
-        base = course_fingerprint(self.course, row.assignment) + digest(self.db_url, self.course_id, row.assignment)
-        return fingerprint(self.course, row.assignment, row.student, base,
-                           f"extension {self.term.extension(row.student, row.assignment)}")
+        base = grading_base(self.course, self.db_url, self.course_id, row.assignment, course_print)
+        return handin_fingerprint(self.course, row.assignment, row.student, base, self.term)
 
     def _collect(self, row: Row) -> str:
         """Collect this hand-in alone into ``submitted/`` (nbgrader's collect as patched for the course); "" when

@@ -171,17 +171,11 @@ class Queue:
                         "graded = graded + ? WHERE entry = ?",
                         (state, now, score, max_score, note, 1 if state == "done" else 0, entry))
 
-    def set_state(self, entry: str, state: str, note: str = "") -> None:
-        self.db.execute("UPDATE handin SET state = ?, note = ? WHERE entry = ?", (state, note, entry))
-
     def told(self, entry: str, text: str) -> None:
         self.db.execute("UPDATE handin SET told = ? WHERE entry = ?", (text, entry))
 
     def counts(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT state, COUNT(*) FROM handin GROUP BY state").fetchall())
-
-    def rows(self) -> list[Row]:
-        return self._rows("ORDER BY seen, entry")
 
 
 #: How long a folder of ``inbound/`` may stay without its ``submission_secret.txt`` (nbgrader's submit writes it

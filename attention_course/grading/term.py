@@ -66,24 +66,20 @@ class Term(Configurable):
             self._extensions = read_extensions(Path(self.extensions))
         return self._extensions.get((student, assignment))
 
-    def deadline(self, student: str, assignment: str) -> float | None:
-        """The student's deadline of ``assignment`` (its due date plus their extension) in seconds since the epoch,
-        or None where it has no due date here."""
-        from datetime import timezone
-
-        due = self.due_date(assignment)
+    def deadline(self, student: str, assignment: str, fallback: datetime | None = None) -> datetime | None:
+        """The student's deadline of ``assignment`` in UTC, without its zone: its due date here (else ``fallback``,
+        the gradebook's, set in the Formgrader) plus their extension; None without a due date."""
+        due = self.due_date(assignment) or fallback
         if due is None:
             return None
-        due += self.extension(student, assignment) or timedelta(0)
-        return due.replace(tzinfo=timezone.utc).timestamp()
+        return due + (self.extension(student, assignment) or timedelta(0))
 
     def seconds_late(self, submission) -> float:
         """How late a gradebook submission (nbgrader's ``SubmittedAssignment``) was handed in, by the term as it is
-        now: its due date (else the gradebook's, set in the Formgrader) plus the student's extension."""
-        due = self.due_date(submission.assignment.name) or submission.assignment.duedate
+        now (:meth:`deadline`)."""
+        due = self.deadline(submission.student.id, submission.assignment.name, submission.assignment.duedate)
         if due is None or submission.timestamp is None:
             return 0.0
-        due += self.extension(submission.student.id, submission.assignment.name) or timedelta(0)
         return max(0.0, (submission.timestamp - due).total_seconds())
 
     def penalty(self, score: float, seconds_late: float) -> float:
