@@ -8,7 +8,7 @@ from attention_course.grading.course import available, catalogue_path
 from attention_course.grading.sandbox import landlock_abi
 
 from harness import build_class, unix_users
-from tools.submissions import Submission, load_catalogue, representative
+from tools.submissions import Submission, load_catalogue, packed, representative
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
@@ -29,16 +29,30 @@ def catalogue_in_run(assignment: str) -> list[Submission]:
     catalogue = load_catalogue(catalogue_path(assignment))
     if SWEEP:
         return catalogue
-    return representative(catalogue, keep={a.base for a in adversarial.ATTACKS if a.assignment == assignment})
+    return representative(catalogue, keep=attacked_bases(assignment))
+
+
+def attacked_bases(assignment: str) -> set[str]:
+    """The catalogue entries the hostile hand-ins of an assignment are built on (their grades are compared by name)."""
+    return {a.base for a in adversarial.ATTACKS if a.assignment == assignment}
+
+
+def handins_in_run(assignment: str) -> list[Submission]:
+    """What this run hands in for :func:`catalogue_in_run`: under ``make sweep`` each entry alone; under ``make test``
+    entries that change different cells and lose different grade cells share a hand-in (:func:`tools.submissions.packed`)."""
+    entries = catalogue_in_run(assignment)
+    return entries if SWEEP else packed(entries, keep=attacked_bases(assignment))
 
 
 def pytest_terminal_summary(terminalreporter):
     """Say at the end of the run how much of the catalogues it took (-q included)."""
     counts = [(len(catalogue_in_run(a)), len(load_catalogue(catalogue_path(a)))) for a in GRADED]
+    handins = sum(len(handins_in_run(a)) for a in GRADED)
     terminalreporter.write_line(
         f"catalogues: {sum(t for t, _ in counts)} of {sum(n for _, n in counts)} entries in this run's graded class "
-        "and Validate checks " + ("(make sweep: all)" if SWEEP else "(make test: the representative part; make sweep "
-                                                                   "takes all)"))
+        f"and Validate checks, in {handins} hand-ins " +
+        ("(make sweep: all, each alone)" if SWEEP else "(make test: the representative part, entries that touch "
+                                                       "different cells sharing a hand-in; make sweep takes all, each alone)"))
 
 
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
@@ -111,7 +125,7 @@ def the_class(tmp_path_factory):
     A = adversarial.ASSIGNMENT
     globs = {A: {**{gid: adversarial.BASE["unscaled-scores"] for gid in adversarial.GLOB_IDS},
                  "blank-reads-source": adversarial.BLANK_READS_SOURCE}}
-    return build_class(tmp_path_factory.mktemp("class"), {a: catalogue_in_run(a) for a in GRADED}, ATTACKS, globs, adversarial.LINKED_FOLDERS)
+    return build_class(tmp_path_factory.mktemp("class"), {a: handins_in_run(a) for a in GRADED}, ATTACKS, globs, adversarial.LINKED_FOLDERS)
 
 
 @pytest.fixture(scope="session")

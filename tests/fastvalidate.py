@@ -53,6 +53,11 @@ def course_config(course: Path) -> Config:
 def validate(course: Path, notebook: dict | str) -> str:
     """What Validate says about ``notebook`` (a notebook, or its JSON text) in the course ``course``: "Success!…"
     or "VALIDATION FAILED…" followed by every failing cell's error, as nbgrader words it."""
+    return validate_cells(course, notebook)[0]
+
+
+def validate_cells(course: Path, notebook: dict | str) -> tuple[str, dict[str, str]]:
+    """:func:`validate`'s verdict, and the failing grade cells: grade id -> that cell's part of the verdict."""
     from nbgrader.validator import Validator
     import json
 
@@ -60,22 +65,25 @@ def validate(course: Path, notebook: dict | str) -> str:
     validator.preprocessors = [KernelExecute if step is Execute else step for step in validator.preprocessors]
     nb = reads(notebook if isinstance(notebook, str) else json.dumps(notebook), as_version=current_nbformat)
     if validator._get_type_changed_cells(nb):
-        return f"{FAILED}: THE TYPES OF CELLS HAVE CHANGED"
+        return f"{FAILED}: THE TYPES OF CELLS HAVE CHANGED", {}
     resources = {}  # Validator._preprocess without its os.environ changes (not safe in threads; the kernel
     for step in validator.preprocessors:  # gets NBGRADER_EXECUTION=validate from KernelExecute)
         nb, resources = step(parent=validator).preprocess(nb, resources)
     changed = [] if validator.ignore_checksums else validator._get_changed_cells(nb)
     failed = validator._get_failed_cells(nb)
     if changed:
-        return f"{FAILED}: {len(changed)} locked cell(s) changed"
+        return f"{FAILED}: {len(changed)} locked cell(s) changed", {}
+    said = {cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {i}"):
+            f"{cell.source.strip()[:200]}\n{validator._extract_error(cell)}" for i, cell in enumerate(failed)}
     if failed:
-        return "\n".join([f"{FAILED} ON {len(failed)} CELL(S)!"] +
-                         [f"{cell.source.strip()[:200]}\n{validator._extract_error(cell)}" for cell in failed])
-    return SUCCESS
+        return "\n".join([f"{FAILED} ON {len(failed)} CELL(S)!", *said.values()]), said
+    return SUCCESS, {}
 
 
-def validate_many(course: Path, notebooks: dict, workers: int = 2) -> dict:
-    """:func:`validate` for each of ``notebooks`` (name -> notebook), ``workers`` at a time."""
+def validate_many(course: Path, notebooks: dict, workers: int = 2, cells: bool = False) -> dict:
+    """:func:`validate` for each of ``notebooks`` (name -> notebook), ``workers`` at a time (:func:`validate_cells`
+    with ``cells``)."""
     names = list(notebooks)
+    check = validate_cells if cells else validate
     with ThreadPoolExecutor(workers) as pool:
-        return dict(zip(names, pool.map(lambda n: validate(course, notebooks[n]), names)))
+        return dict(zip(names, pool.map(lambda n: check(course, notebooks[n]), names)))

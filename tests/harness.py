@@ -219,18 +219,33 @@ class GradedClass:
 
     course: Path
     assignment: str
-    catalogue: list[Submission]
+    handins: list[Submission]  # what was handed in: catalogue entries, alone or several in one (tools.submissions.packed)
     students: list[str]
     autograde_log: str
     scores: dict = field(default_factory=dict)  # student -> {grade cell: (score, max, needs_manual)}
+
+    @property
+    def catalogue(self) -> list[Submission]:
+        """The catalogue entries graded, one by one."""
+        return [part for h in self.handins for part in (h.parts or (h,))]
+
+    def student(self, entry: str) -> str:
+        """The student whose hand-in carries the catalogue entry ``entry``."""
+        return next(h.name for h in self.handins if entry in {p.name for p in h.parts or (h,)})
+
+    def parts(self, entry: str) -> tuple[Submission, ...]:
+        """Every catalogue entry of the hand-in that carries ``entry`` (``entry`` alone if it was handed in alone)."""
+        handin = next(h for h in self.handins if h.name == self.student(entry))
+        return handin.parts or (handin,)
 
     def feedback_text(self, student: str) -> str:
         """The text of a student's feedback pages, tags removed and entities decoded."""
         return feedback_text(self.course, student, self.assignment)
 
-    def first_failure(self, student: str) -> tuple[str, str]:
-        """The first failed test cell of a student's autograded notebooks, in notebook order: (grade id, message)."""
-        return first_failure(self.course, student, self.assignment)
+    def first_failure(self, student: str, among=None) -> tuple[str, str]:
+        """The first failed test cell of a student's autograded notebooks, in notebook order (of the cells ``among``
+        only, if given): (grade id, message)."""
+        return first_failure(self.course, student, self.assignment, among)
 
 
 def feedback_text(course: Path, student: str, assignment: str) -> str:
@@ -242,12 +257,15 @@ def feedback_text(course: Path, student: str, assignment: str) -> str:
     return "\n".join(texts)
 
 
-def first_failure(course: Path, student: str, assignment: str) -> tuple[str, str]:
-    """The first autograded test cell, in notebook order, whose output is an error: (grade id, the error's line)."""
+def first_failure(course: Path, student: str, assignment: str, among=None) -> tuple[str, str]:
+    """The first autograded test cell (of the grade ids ``among``, if given), in notebook order, whose output is an
+    error: (grade id, the error's line)."""
     for path in sorted((course / "autograded" / student / assignment).glob("*.ipynb")):
         for cell in read_notebook(path)["cells"]:
             meta = cell["metadata"].get("nbgrader", {})
             if cell["cell_type"] != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            if among is not None and meta.get("grade_id") not in among:
                 continue
             for out in cell.get("outputs", []):
                 if out["output_type"] == "error":
@@ -336,7 +354,8 @@ class Class:
 
 def build_class(tmp: Path, catalogues: dict[str, list[Submission]], attacks: list, extra: dict, linked: dict) -> Class:
     """Release every assignment of ``catalogues``; hand in its catalogue entries (what ``make test`` or ``make sweep``
-    takes of source/<id>/catalogue.py, with the complete and the blank hand-in) and the hostile hand-ins
+    takes of source/<id>/catalogue.py, alone or several in one hand-in (``tools.submissions.packed``), with the
+    complete and the blank hand-in) and the hostile hand-ins
     of tests/catalogue/adversarial.py next to it (``extra``: more folders, such as ids named like glob patterns;
     ``linked``: hand-in folders that are links); autograde all of it in one run of the course command (a worker
     per core; a third worker beside the other test processes slowed a kernel past the 8 s cell limit once) with

@@ -1,7 +1,9 @@
 """The grader graded: one real autograde run over a synthetic class (every assignment's catalogue, next to
 the hostile hand-ins of test_security.py). ``make test`` grades the representative part of each catalogue
 (every alternative, in-place change and headline mistake, and mistakes enough that every grade cell fails for
-one: :func:`tools.submissions.representative`); ``make sweep`` grades all of it.
+one: :func:`tools.submissions.representative`), with entries that change different cells and lose different grade
+cells sharing a hand-in (:func:`tools.submissions.packed`, as a student with several independent mistakes hands
+in); ``make sweep`` grades all of it, each entry alone.
 
 For every assignment with a catalogue (source/<assignment>/catalogue.py):
 - the reference solution earns every autograded point and leaves manual cells to the instructor;
@@ -64,20 +66,32 @@ def test_untouched_release_earns_nothing(graded, assignment):
     assert not earned, f"the untouched release earns points in {earned}: these grade cells cannot fail"
 
 
+def shared_with(g, sub) -> str:
+    """For a message: the other entries of the hand-in that carries ``sub`` (make test packs some together)."""
+    others = [p.name for p in g.parts(sub.name) if p.name != sub.name]
+    return f" (handed in as {g.student(sub.name)}, with {', '.join(others)}; make sweep grades it alone)" if others else ""
+
+
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].is_mistake], ids=lambda x: getattr(x, "name", x))
 def test_mistake_loses_points_where_targeted(graded, assignment, sub):
+    """In its own hand-in, or in one shared with entries that change other cells and lose other grade cells
+    (make test): the mistake's cells are lost, no cell outside the hand-in's entries' cells is, and the first of its
+    cells to fail names its misconception."""
     g = graded(assignment)
-    cells = auto_cells(student_scores(g, sub.name))
+    student, why = g.student(sub.name), shared_with(g, sub)
+    cells = auto_cells(student_scores(g, student))
     unknown = sub.loses - cells.keys()
     assert not unknown, f"catalogue names unknown grade cells {unknown}"
     kept = sorted(n for n in sub.loses if cells[n][0] >= cells[n][1])
-    assert not kept, f"{sub.description}: full points in {kept}, which should catch it"
-    collateral = sorted(n for n, (s, m) in cells.items() if n not in sub.loses and s != m)
-    assert not collateral, f"{sub.description}: also loses points in {collateral}, which should not be affected"
-    # the first message the student meets names this misconception and no other one (issue 25, part 5)
-    cell, message = g.first_failure(sub.name)
-    assert sub.says in message, f"{sub.description}: the first failed check, {cell}, says {message[:600]!r}, not {sub.says!r}"
-    assert message.split(": ", 1)[-1][:80] in g.feedback_text(sub.name), f"the feedback does not show {cell}'s message"
+    assert not kept, f"{sub.description}: full points in {kept}, which should catch it{why}"
+    targeted = frozenset().union(*(p.loses for p in g.parts(sub.name)))
+    collateral = sorted(n for n, (s, m) in cells.items() if n not in targeted and s != m)
+    assert not collateral, f"{sub.description}: also loses points in {collateral}, which should not be affected{why}"
+    # the first message the student meets (of this mistake's cells) names this misconception and no other one
+    cell, message = g.first_failure(student, among=sub.loses)
+    assert sub.says in message, \
+        f"{sub.description}: the first failed check, {cell}, says {message[:600]!r}, not {sub.says!r}{why}"
+    assert message.split(": ", 1)[-1][:80] in g.feedback_text(student), f"the feedback does not show {cell}'s message"
     if "common mistake:" in message:  # a named misconception is this one
         named = message.split("common mistake:", 1)[1]
         assert sub.says.removeprefix("common mistake: ") in named, f"{cell} names another mistake: {named[:300]!r}"
@@ -86,8 +100,8 @@ def test_mistake_loses_points_where_targeted(graded, assignment, sub):
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].is_alternative], ids=lambda x: getattr(x, "name", x))
 def test_alternative_answer_earns_every_point(graded, assignment, sub):
     g = graded(assignment)
-    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
-    assert not lost, f"{sub.description}: loses points in {lost}"
+    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, g.student(sub.name))).items() if s != m}
+    assert not lost, f"{sub.description}: loses points in {lost}{shared_with(g, sub)}"
 
 
 @pytest.mark.parametrize("assignment,sub", [c for c in CASES if c[1].noted], ids=lambda x: getattr(x, "name", x))
@@ -96,9 +110,9 @@ def test_an_argument_changed_in_place_is_noted_and_costs_nothing(graded, assignm
     it (README, "Not defended"). The feedback names the change; Validate, in the student's own kernel, fails on it
     (test_release's headline and Validate tests)."""
     g = graded(assignment)
-    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
+    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, g.student(sub.name))).items() if s != m}
     assert not lost, f"{sub.description}: an in-place change cost points in {lost}"
-    text = re.sub(r"\s+", " ", g.feedback_text(sub.name))
+    text = re.sub(r"\s+", " ", g.feedback_text(g.student(sub.name)))
     assert f"Note: {sub.noted}" in text or sub.noted in text and "This costs no points here" in text, text[-2000:]
 
 
@@ -143,6 +157,36 @@ def test_the_representative_part_adds_the_mistake_losing_most_cells():
             Submission("ok", "")]
     assert [s.name for s in representative(subs)] == ["b", "c", "ok"]
     assert [s.name for s in representative(subs, keep={"a"})] == ["a", "b", "c", "ok"]
+
+def test_packed_hand_ins_share_no_cell_and_keep_what_is_compared_by_name_alone():
+    """make test's packing (tools.submissions.packed): a hand-in carries entries of one kind (mistakes, or
+    alternatives) that change different solution cells and lose different grade cells, at most PACK_SIZE of them;
+    in-place changes, transformed entries and the entries named in ``keep`` stay alone; the edits of every part are
+    in the hand-in; and on the real catalogues every entry is in exactly one hand-in."""
+    from tools.submissions import PACK_SIZE, Submission, edited_cells, packed
+
+    subs = [Submission("a", "", replace={"f": "x"}, loses=frozenset({"t1"})),
+            Submission("b", "", replace={"g": "y"}, loses=frozenset({"t2"})),
+            Submission("c", "", replace={"f": "z"}, loses=frozenset({"t3"})),  # f again: another hand-in
+            Submission("d", "", edits=[("h", "1", "2")], loses=frozenset({"t1"})),  # t1 again: another hand-in
+            Submission("ok", "", replace={"h": "w"}),  # an alternative: never with a mistake
+            Submission("ok2", "", replace={"g": "v"}),
+            Submission("noted", "", replace={"k": "v"}, noted="changes x in place"),
+            Submission("kept", "", replace={"m": "v"}, loses=frozenset({"t9"}))]
+    hands = packed(subs, keep={"kept"})
+    assert [[p.name for p in h.parts] or [h.name] for h in hands] == [["a", "b"], ["c", "d"], ["ok", "ok2"], ["noted"],
+                                                                       ["kept"]]
+    assert hands[0].replace == {"f": "x", "g": "y"} and hands[0].loses == {"t1", "t2"} and hands[1].edits == [("h", "1", "2")]
+    for assignment in GRADED:
+        entries = catalogue_in_run(assignment)
+        hands = packed(entries, keep={a.base for a in ATTACKS if a.assignment == assignment})
+        assert sorted(p.name for h in hands for p in h.parts or (h,)) == sorted(e.name for e in entries)
+        for h in (h for h in hands if h.parts):
+            assert 2 <= len(h.parts) <= PACK_SIZE and len({p.is_mistake for p in h.parts}) == 1
+            cells = [c for p in h.parts for c in edited_cells(p)]
+            lost = [c for p in h.parts for c in p.loses]
+            assert len(cells) == len(set(cells)) and len(lost) == len(set(lost)), h.name
+
 
 @pytest.mark.parametrize("assignment", GRADED)
 def test_catalogue_has_a_float32_pytorch_and_a_float64_numpy_answer(assignment):
@@ -249,14 +293,12 @@ def test_feedback_never_prints_a_value_it_was_graded_against(graded, assignment)
     count, rounded = expected_values(g.course / "expected-values.jsonl")
     assert count > 100, "the grader recorded no expected values"
     leaks = {}
-    for sub in g.catalogue:
-        if not sub.is_mistake:
-            continue
-        for message in failure_messages(g.course, sub.name, assignment):
+    for student in {g.student(sub.name) for sub in g.catalogue if sub.is_mistake}:
+        for message in failure_messages(g.course, student, assignment):
             for token in NUMBER.findall(NOT_REFERENCE.sub(" ", message)):
                 k = significant(token)
                 if 3 <= k <= 9 and float(token) in rounded[k]:
-                    leaks.setdefault(sub.name, []).append((token, message[:200]))
+                    leaks.setdefault(student, []).append((token, message[:200]))
     assert not leaks, f"feedback prints values the checks compared against: {leaks}"
 
 
@@ -266,8 +308,8 @@ def test_warning_on_stderr_does_not_zero_a_correct_answer(graded, assignment, su
     """A correct answer that makes PyTorch warn keeps its points: tests are judged outside the kernel,
     so nothing the student's code prints on stderr reaches a graded cell."""
     g = graded(assignment)
-    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, sub.name)).items() if s != m}
-    assert not lost, f"a warning on stderr cost points in {lost}"
+    lost = {n: (s, m) for n, (s, m) in auto_cells(student_scores(g, g.student(sub.name))).items() if s != m}
+    assert not lost, f"a warning on stderr cost points in {lost}{shared_with(g, sub)}"
 
 
 TRAINED = [a for a in GRADED if trains_a_model(a)]
@@ -294,8 +336,8 @@ def test_the_memory_figure_says_when_it_cannot_see_pytorch(graded, assignment):
     """06 measures peak memory with tracemalloc, which sees NumPy's arrays but not PyTorch's allocator: an answer
     in PyTorch (PyTorch answers are invited) is told its line measures nothing; a NumPy answer is not."""
     g, warning = graded(assignment), "tracemalloc cannot see PyTorch's memory"
-    for student in ("alt-torch", "alt-torch-float32"):
-        assert warning in printed(g, student), f"{student}'s memory figure does not say it cannot see PyTorch"
+    for entry in ("alt-torch", "alt-torch-float32"):
+        assert warning in printed(g, g.student(entry)), f"{entry}'s memory figure does not say it cannot see PyTorch"
     assert warning not in printed(g, "complete")
 
 

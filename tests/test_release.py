@@ -13,12 +13,12 @@ import pytest
 from attention_course.grading.course import ROOT, available, catalogue_path
 from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
 from tools.submissions import (
-    BEGIN_MARK_SCHEME, BEGIN_SOLUTION, END_MARK_SCHEME, END_SOLUTION, apply_submission, load_catalogue, read_notebook,
-    solved_notebook, write_notebook,
+    BEGIN_MARK_SCHEME, BEGIN_SOLUTION, END_MARK_SCHEME, END_SOLUTION, apply_submission, load_catalogue, packed,
+    read_notebook, solved_notebook, write_notebook,
 )
 
 from fastvalidate import FAILED, SUCCESS, validate_many
-from conftest import catalogue_in_run
+from conftest import SWEEP, catalogue_in_run
 from harness import api_calls, masters, nbgrader, new_course, split_master, trains_a_model
 
 ASSIGNMENTS = available()
@@ -206,7 +206,8 @@ def test_validate_agrees_with_autograde_on_correct_answers(regenerated, assignme
     """Every alternative correct answer of the catalogue (which autograde gives every point) passes
     Validate too, the one whose PyTorch code prints a warning on stderr included."""
     notebooks = {}
-    for sub in (s for a, s in ALTERNATIVES if a == assignment):
+    alternatives = [s for a, s in ALTERNATIVES if a == assignment]
+    for sub in alternatives if SWEEP else packed(alternatives):  # make test: those changing different cells together
         for name, nb in (sub.transform or (lambda n: n))(apply_submission(masters(assignment), sub)).items():
             notebooks[f"{sub.name}/{name}"] = nb
     wrong = {case: said[-2000:] for case, said in validate_many(regenerated, notebooks).items() if said != SUCCESS}
@@ -218,10 +219,11 @@ CATALOGUED = [a for a in ASSIGNMENTS if catalogue_path(a).exists()]
 
 @functools.cache
 def mistake_verdicts(course: Path, assignment: str) -> dict[str, str]:
-    """What Validate says to each catalogue mistake of an assignment, validated once for the tests below."""
+    """What Validate says to each catalogue mistake of an assignment, validated once for the tests below (make test:
+    mistakes that change different cells and lose different grade cells in one notebook, each read in its own cells)."""
     from validate_catalogue import verdicts
 
-    return verdicts(course, assignment, catalogue_in_run(assignment))
+    return verdicts(course, assignment, catalogue_in_run(assignment), pack=not SWEEP)
 
 
 @pytest.mark.parametrize("assignment", CATALOGUED)

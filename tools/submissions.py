@@ -56,6 +56,7 @@ class Submission:
     transform: object = None
     files: dict = field(default_factory=dict)
     base: str = ""  # BLANK: the untouched release, not the master, is what the edits and the transform change
+    parts: tuple = ()  # a hand-in of several entries (:func:`packed`): the entries, in catalogue order
 
     @property
     def is_mistake(self) -> bool:
@@ -106,6 +107,50 @@ def representative(catalogue: list[Submission], keep=()) -> list[Submission]:
         chosen.add(best.name)
         lost |= best.loses
     return [s for s in catalogue if s.name in chosen]
+
+
+#: The most catalogue entries one hand-in of ``make test`` carries (:func:`packed`).
+PACK_SIZE = 4
+
+
+def edited_cells(sub: Submission) -> set[str]:
+    """The solution cells an entry changes."""
+    return set(sub.replace) | {grade_id for grade_id, _, _ in sub.edits}
+
+
+def packable(sub: Submission) -> bool:
+    """An entry that can share a hand-in: a plain mistake or alternative made of cell edits (no in-place change,
+    which only the feedback's note shows; no transform, extra file or blank base)."""
+    return (sub.is_mistake or sub.is_alternative) and not (sub.noted or sub.transform or sub.files or sub.base)
+
+
+def packed(entries: list[Submission], keep=()) -> list[Submission]:
+    """The hand-ins ``make test`` grades and validates for ``entries`` (``make sweep`` hands each entry in alone):
+    entries that change different solution cells and, for mistakes, lose different grade cells share one hand-in, as
+    a student with several independent mistakes (or several correct variations) would hand in, up to
+    :data:`PACK_SIZE`; mistakes share with mistakes, alternatives with alternatives. Each part's claim is then read
+    in its own cells: a mistake loses its ``loses`` and says its ``says`` in the first of them; no cell outside the
+    parts' ``loses`` is lost. The entries named in ``keep`` (compared by name elsewhere), in-place changes and
+    entries built otherwise than by cell edits stay alone. First fit, in catalogue order: deterministic."""
+    groups: list[list[Submission]] = []
+    for sub in entries:
+        home = None
+        if packable(sub) and sub.name not in set(keep):
+            home = next((g for g in groups if len(g) < PACK_SIZE and packable(g[0]) and g[0].name not in set(keep)
+                         and all(o.is_mistake == sub.is_mistake and not edited_cells(o) & edited_cells(sub)
+                                 and not o.loses & sub.loses for o in g)), None)
+        if home is None:
+            groups.append([sub])
+        else:
+            home.append(sub)
+    return [g[0] if len(g) == 1 else pack(g) for g in groups]
+
+
+def pack(parts: list[Submission]) -> Submission:
+    """One hand-in made of ``parts`` (entries changing different cells): named after the first."""
+    return Submission(f"{parts[0].name}+{len(parts) - 1}-more", "; ".join(p.description for p in parts),
+                      edits=[e for p in parts for e in p.edits], replace={k: v for p in parts for k, v in p.replace.items()},
+                      loses=frozenset().union(*(p.loses for p in parts)), parts=tuple(parts))
 
 
 def read_notebook(path: Path) -> dict:

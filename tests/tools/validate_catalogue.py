@@ -18,21 +18,32 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parents[1])]  # tests/ and the repository (tools/)
 
 from attention_course.grading.course import available, catalogue_path, scratch_course  # noqa: E402
-from tools.submissions import apply_submission, load_catalogue  # noqa: E402
+from tools.submissions import apply_submission, load_catalogue, packed  # noqa: E402
 
-from fastvalidate import SUCCESS, validate_many  # noqa: E402
+from fastvalidate import FAILED, SUCCESS, validate_many  # noqa: E402
 from harness import masters, release  # noqa: E402
 
 
-def verdicts(course: Path, assignment: str, entries: list | None = None) -> dict[str, str]:
+def verdicts(course: Path, assignment: str, entries: list | None = None, pack: bool = False) -> dict[str, str]:
     """Mistake name -> what Validate says (all of its notebooks' verdicts joined), for the mistakes of ``entries``
     (by default the whole catalogue); the in-place changes autograde only notes (``noted``) are mistakes Validate
-    must see too."""
+    must see too. With ``pack`` (``make test``), mistakes that change different cells and lose different grade cells
+    are validated in one notebook (``tools.submissions.packed``), and each is told what Validate says of its own grade
+    cells (``loses``): the failing ones among them, or Success if none fails."""
     entries = load_catalogue(catalogue_path(assignment)) if entries is None else entries
     mistakes = [s for s in entries if s.is_mistake or s.noted]
-    notebooks = {(s.name, name): nb for s in mistakes for name, nb in apply_submission(masters(assignment), s).items()}
-    said = validate_many(course, notebooks)
-    return {s.name: "\n".join(text for (who, _), text in said.items() if who == s.name) for s in mistakes}
+    handins = packed(mistakes) if pack else mistakes
+    notebooks = {(h.name, name): nb for h in handins for name, nb in apply_submission(masters(assignment), h).items()}
+    said = validate_many(course, notebooks, cells=True)
+    verdict = {}
+    for h in handins:
+        texts = [text for (who, _), (text, _) in said.items() if who == h.name]
+        failing = {cell: part for (who, _), (_, cells) in said.items() if who == h.name for cell, part in cells.items()}
+        verdict[h.name] = "\n".join(texts)
+        for part in h.parts:
+            own = [text for cell, text in failing.items() if cell in part.loses]
+            verdict[part.name] = "\n".join([f"{FAILED} ON {len(own)} CELL(S)!", *own]) if own else SUCCESS
+    return {s.name: verdict[s.name] for s in mistakes}
 
 
 def main() -> None:
