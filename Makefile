@@ -74,8 +74,8 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 	$(BIN)/ruff check attention_course tools tests deploy nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in three processes on 2 cores (one waits on a server, a browser or a sleeping hand-in while two compute); the representative part of each catalogue (make sweep takes all) (~12 min; docs/testing.md)
-	$(BIN)/python -m pytest -q -n 3
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in four processes on 2 cores (some wait on a server, a browser or a sleeping hand-in while others compute); the representative part of each catalogue, entries touching different cells sharing a hand-in (make sweep takes all, each alone) (~11 min; docs/testing.md)
+	$(BIN)/python -m pytest -q -n 4
 
 sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)
 	ATTENTION_SWEEP=1 $(BIN)/python -m pytest -q -n 3 tests/test_grading.py tests/test_security.py \
@@ -108,7 +108,7 @@ hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructo
 	$(BIN)/python -m attention_course.grading.hub $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
 	  $(if $(HUB_ENV),--env $(HUB_ENV))
 
-hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~2 min the first time)
+hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~1 min the first time)
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue); keep .venv and extensions.csv

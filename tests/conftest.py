@@ -72,7 +72,7 @@ LONG_MODULES = ["test_release.py",  # ~355 s
                 "test_sandbox.py",  # ~70 s
                 "test_faults.py",  # ~60 s
                 "test_term.py",  # ~60 s
-                "test_bundle.py",  # ~40 s (two minutes more the first time on a machine)
+                "test_bundle.py",  # ~30 s (a few seconds more the first time on a machine)
                 "test_browser_inert.py",  # ~50 s
                 "test_isolation.py",  # ~35 s
                 "test_exchange.py"]  # ~30 s
@@ -93,7 +93,7 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (``make test`` runs three workers on two cores), each test file goes whole to one worker, so that its
+    """Under pytest-xdist (``make test`` runs four workers on two cores), each test file goes whole to one worker, so that its
     module fixtures (a scratch course, a server, a browser) are built once; the files that read the graded
     class go together, so that it is graded once. (xdist's own ``loadgroup`` names groups through a node
     attribute that pytest 9 no longer reads.)"""

@@ -158,7 +158,17 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
 
 
 # -- Dask: a real scheduler and workers on loopback, each worker in its own empty folder ------------------
-def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, tmp_path):
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A scheduler and two workers for this file's Dask tests (the second kills a worker: it runs last)."""
+    cluster = LoopbackCluster(tmp_path_factory.mktemp("dask") / "cluster", workers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, dask_cluster, tmp_path):
     """The demo class graded through a real Dask scheduler and two workers on loopback, into a PostgreSQL
     gradebook that holds none of the assignments yet (the course command registers them first; the client is the
     gradebook's only writer): every per-cell grade equals local grading, the course's own folders are never touched
@@ -170,25 +180,22 @@ def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, t
                                                                        "submitted"))
     shutil.copytree(course.parent / "submitted-as-handed-in", dask_course / "submitted")
     db = ("--db", postgres.create_database("gradebook_dask")) if postgres else ()
-    cluster = LoopbackCluster(tmp_path / "cluster", workers=2)
-    try:
-        run = course_autograde(dask_course, "--scheduler", cluster.address, *db)
-        assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
-        assert f"{HANDINS}/{HANDINS}" in run.stderr and "ETA" in run.stderr
-        got = all_scores(dask_course, *db[1:])
-        assert not differences(got, stock), "\n".join(differences(got, stock))
-        assert not db or not (dask_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
-        used = {m for m in re.findall(r"s, (tcp://[\d.:]+)\)", run.stderr)}
-        assert len(used) == 2, f"both workers should have graded: {used}"
-        for home in cluster.workers:  # each worker graded in a scratch course of its own folder
-            assert list(home.rglob("attention-course/source/*/*.ipynb")), f"{home} holds no scratch course"
-        again = course_autograde(dask_course, "--scheduler", cluster.address, *db)
-        assert f"Skipping {HANDINS} submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
-    finally:
-        cluster.stop()
+    cluster = dask_cluster
+    run = course_autograde(dask_course, "--scheduler", cluster.address, *db)
+    assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
+    assert f"{HANDINS}/{HANDINS}" in run.stderr and "ETA" in run.stderr
+    got = all_scores(dask_course, *db[1:])
+    assert not differences(got, stock), "\n".join(differences(got, stock))
+    assert not db or not (dask_course / "gradebook.db").exists(), "grades went to SQLite instead of PostgreSQL"
+    used = {m for m in re.findall(r"s, (tcp://[\d.:]+)\)", run.stderr)}
+    assert len(used) == 2, f"both workers should have graded: {used}"
+    for home in cluster.workers:  # each worker graded in a scratch course of its own folder
+        assert list(home.rglob("attention-course/source/*/*.ipynb")), f"{home} holds no scratch course"
+    again = course_autograde(dask_course, "--scheduler", cluster.address, *db)
+    assert f"Skipping {HANDINS} submission(s)" in again.stderr and "Nothing to grade" in again.stderr, again.stderr[-3000:]
 
 
-def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, tmp_path):
+def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, dask_cluster, tmp_path):
     """SIGKILL one of two workers (and its kernels) while it grades: its hand-ins are graded by the other,
     every hand-in is recorded exactly once, with the grades of local grading."""
     course, stock = demo
@@ -200,26 +207,24 @@ def test_a_dask_worker_that_dies_mid_run_loses_nothing(demo, tmp_path):
         for folder in (course.parent / "submitted-as-handed-in").glob(f"*/{a}"):
             shutil.copytree(folder, dask_course / "submitted" / folder.parent.name / a)
     total = sum(len(stock[a]) for a in some)
-    cluster = LoopbackCluster(tmp_path / "cluster", workers=2)
+    cluster = dask_cluster  # the workers of the test before: a course they have not graded yet
+    assert len([n for n in cluster.procs if n.startswith("worker-")]) == 2, "the cluster lost a worker before this test"
     log_path = tmp_path / "autograde.log"
-    try:
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(dask_course),
-                                     "autograde", "--scheduler", cluster.address], cwd=dask_course, stderr=log,
-                                    env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"))
-            deadline = time.monotonic() + 300
-            while f"2/{total}" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert proc.poll() is None, f"the run ended before a worker could be killed:\n{log_path.read_text()}"
-            cluster.kill("worker-1")  # it is grading: every worker always has a hand-in while some are left
-            proc.wait(300)
-        out = log_path.read_text()
-        assert proc.returncode == 0 and f"Graded {total}, skipped 0 unchanged, failed 0" in out, out[-3000:]
-        labels = re.findall(r"\d+/\d+ .*?  (\S+/\S+) \(", out)
-        assert sorted(labels) == sorted(set(labels)) and len(labels) == total, f"recorded more than once:\n{out}"
-        lost = cluster.folder / "scheduler.log"
-        assert "worker-1" not in cluster.procs and "Remove worker" in lost.read_text(), lost.read_text()[-2000:]
-        got = {a: read_scores(dask_course, a) for a in some}
-        assert not differences(got, {a: stock[a] for a in some}), "\n".join(differences(got, stock))
-    finally:
-        cluster.stop()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(dask_course),
+                                 "autograde", "--scheduler", cluster.address], cwd=dask_course, stderr=log,
+                                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}"))
+        deadline = time.monotonic() + 300
+        while f"2/{total}" not in log_path.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, f"the run ended before a worker could be killed:\n{log_path.read_text()}"
+        cluster.kill("worker-1")  # it is grading: every worker always has a hand-in while some are left
+        proc.wait(300)
+    out = log_path.read_text()
+    assert proc.returncode == 0 and f"Graded {total}, skipped 0 unchanged, failed 0" in out, out[-3000:]
+    labels = re.findall(r"\d+/\d+ .*?  (\S+/\S+) \(", out)
+    assert sorted(labels) == sorted(set(labels)) and len(labels) == total, f"recorded more than once:\n{out}"
+    lost = cluster.folder / "scheduler.log"
+    assert "worker-1" not in cluster.procs and "Remove worker" in lost.read_text(), lost.read_text()[-2000:]
+    got = {a: read_scores(dask_course, a) for a in some}
+    assert not differences(got, {a: stock[a] for a in some}), "\n".join(differences(got, stock))
