@@ -64,11 +64,13 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
 CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
 #: The other long files, longest first (seconds of one xdist process, measured): handed out before the short ones,
-#: so that no process is left with a long file while the others have finished.
-LONG_MODULES = ["test_release.py",  # ~355 s
-                "test_parallel.py",  # ~335 s
+#: so that no process is left with a long file while the others have finished. The hub's file first: on a fresh
+#: machine it builds the shared environment (280 s of its process on a fresh clone, the run's tail when it came
+#: fourth); about 80 s once that exists.
+LONG_MODULES = ["test_hub.py",  # ~80 s, ~280 s the first time on a machine
+                "test_release.py",  # ~250 s
+                "test_parallel.py",  # ~250 s
                 "test_browser.py",  # ~140 s
-                "test_hub.py",  # ~100 s
                 "test_sandbox.py",  # ~70 s
                 "test_faults.py",  # ~60 s
                 "test_term.py",  # ~60 s
