@@ -367,3 +367,45 @@ def test_the_printed_grade_table_is_narrow_and_marks_provisional_and_late_scores
     assert "01 /95" in text and "02 /100" in text and "76*L" in text and "not graded" in text
     assert "*  provisional" in text and "ben: 01_self_attention: 36.0 hours late" in text
     assert max(len(line) for line in text.splitlines()[:4]) < 80, text
+
+
+def test_the_hub_environment_takes_bytecode_only_for_modules_installed_from_the_same_wheel(tmp_path):
+    """hub.reuse_bytecode: a module whose file hash is the same in both packages' RECORD gets the course's bytecode,
+    which Python then loads as current (it names the source's time, now the copy's); a module that differs, or a
+    RECORD path leading out of site-packages, gets nothing."""
+    import importlib.util
+    import os
+    import py_compile
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from attention_course.grading.hub import reuse_bytecode
+
+    def site(name: str, files: dict) -> Path:
+        root = tmp_path / name
+        (root / "pkg-1.0.dist-info").mkdir(parents=True)
+        rows = []
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+            rows.append(f"{rel},sha256={'same' if 'same' in text else name},{len(text)}")
+        rows.append("../../../bin/tool,sha256=same,1")
+        rows.append("/tmp/outside.py,sha256=same,1")
+        (root / "pkg-1.0.dist-info" / "RECORD").write_text("\n".join(rows) + "\n")
+        return root
+
+    course = site("course", {"pkg/same.py": "X = 'same'\n", "pkg/other.py": "X = 'course'\n"})
+    for rel in ("pkg/same.py", "pkg/other.py"):
+        py_compile.compile(str(course / rel), cfile=importlib.util.cache_from_source(str(course / rel)))
+    env = site("env", {"pkg/same.py": "X = 'same'\n", "pkg/other.py": "X = 'envs'\n"})
+    for rel in ("pkg/same.py", "pkg/other.py"):
+        os.utime(env / rel, (1_000_000_000, 1_000_000_000))  # installed at another time than the course's copy
+    assert reuse_bytecode(course, env) == 1
+    assert [p.name for p in (env / "pkg" / "__pycache__").iterdir()] == [Path(importlib.util.cache_from_source(
+        "same.py")).name]
+    assert not Path("/tmp/outside.py").exists() and not (tmp_path / "bin").exists()
+    loaded = subprocess.run([sys.executable, "-v", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import pkg.same",
+                             str(env)], capture_output=True, text=True).stderr  # -v: where each module came from
+    pyc = importlib.util.cache_from_source(str(env / "pkg" / "same.py"))
+    assert f"code object from '{pyc}'" in loaded, loaded[-2000:]  # taken as current, not compiled again

@@ -101,9 +101,9 @@ def reuse_bytecode(source: Path, dest: Path) -> int:
             continue
         ours, known = _record(info), _record(theirs)
         for path, digest in ours.items():
-            if not path.endswith(".py") or known.get(path) != digest or path.startswith(".."):
-                continue
             rel = Path(path)
+            if rel.suffix != ".py" or known.get(path) != digest or rel.is_absolute() or ".." in rel.parts:
+                continue  # scripts in bin/ (../../../bin/...) and anything outside site-packages: never
             pyc = rel.parent / "__pycache__" / f"{rel.stem}.{tag}.pyc"
             if not (source / pyc).is_file() or not (dest / rel).is_file():
                 continue
