@@ -56,6 +56,7 @@ def installed_files(wanted: dict[str, str]) -> list[Path]:
     """The files of every pin of ``wanted`` (name -> "name==version") as pip installed them into the course's venv
     (each package's ``RECORD``, with the bytecode ``make install`` compiled beside them; scripts in ``bin/`` left
     out), relative to its site-packages; empty if a pin is not installed there at its version."""
+    import importlib.util
     from importlib import metadata
 
     from packaging.requirements import Requirement
@@ -71,7 +72,7 @@ def installed_files(wanted: dict[str, str]) -> list[Path]:
             if source.is_relative_to(SITE) and source.is_file():
                 rel = source.relative_to(SITE)
                 found.append(rel)
-                compiled = rel.parent / "__pycache__" / f"{rel.stem}.{sys.implementation.cache_tag}.pyc"
+                compiled = Path(importlib.util.cache_from_source(str(rel))) if rel.suffix == ".py" else rel
                 if rel.suffix == ".py" and (SITE / compiled).is_file():
                     found.append(compiled)
     return list(dict.fromkeys(found))  # a RECORD may list the bytecode too

@@ -133,10 +133,11 @@ def packed(entries: list[Submission], keep=()) -> list[Submission]:
     parts' ``loses`` is lost. The entries named in ``keep`` (compared by name elsewhere), in-place changes and
     entries built otherwise than by cell edits stay alone. First fit, in catalogue order: deterministic."""
     groups: list[list[Submission]] = []
+    keep = set(keep)
     for sub in entries:
         home = None
-        if packable(sub) and sub.name not in set(keep):
-            home = next((g for g in groups if len(g) < PACK_SIZE and packable(g[0]) and g[0].name not in set(keep)
+        if packable(sub) and sub.name not in keep:
+            home = next((g for g in groups if len(g) < PACK_SIZE and packable(g[0]) and g[0].name not in keep
                          and all(o.is_mistake == sub.is_mistake and not edited_cells(o) & edited_cells(sub)
                                  and not o.loses & sub.loses for o in g)), None)
         if home is None:

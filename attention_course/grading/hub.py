@@ -76,42 +76,35 @@ def _requirements_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def _record(dist_info: Path) -> dict[str, str]:
-    """path -> hash of the files a package's ``RECORD`` lists (pip's own account of what it installed)."""
-    import csv
-
-    try:
-        with open(dist_info / "RECORD", newline="", encoding="utf-8") as f:
-            return {row[0]: row[1] for row in csv.reader(f) if len(row) >= 2 and row[1]}
-    except OSError:
-        return {}
-
-
 def reuse_bytecode(source: Path, dest: Path) -> int:
     """Copy into ``dest`` (a site-packages pip just filled) the bytecode that ``source`` (the course's own, which
     ``make install`` compiled) holds for every module both installed from the same wheel: same package and version,
     same file hash in both ``RECORD`` files. The module's time is set to the source's, which the bytecode names,
     so that Python takes it as current. Compiling every module of PyTorch and JupyterLab again is most of a shared
     environment's first build (about 45 core-seconds); this takes a second. Returns how many modules it served."""
-    tag = sys.implementation.cache_tag
-    served = 0
-    for info in dest.glob("*.dist-info"):
-        theirs = source / info.name
-        if not theirs.is_dir():
+    import importlib.util
+    from importlib import metadata
+
+    def hashes(site: Path) -> dict[tuple[str, str], str]:  # ("name==version", path in RECORD) -> hash
+        found = {}
+        for d in metadata.distributions(path=[str(site)]):
+            pin = f"{d.metadata['Name']}=={d.version}"  # read once: each is a parse of the package's METADATA
+            found.update({(pin, str(f)): f.hash.value for f in d.files or () if f.hash})
+        return found
+
+    known, served = hashes(source), 0
+    for (pin, path), digest in hashes(dest).items():
+        rel = Path(path)
+        if rel.suffix != ".py" or known.get((pin, path)) != digest or rel.is_absolute() or ".." in rel.parts:
+            continue  # scripts in bin/ (../../../bin/...) and anything outside site-packages: never
+        pyc = Path(importlib.util.cache_from_source(str(rel)))
+        if not (source / pyc).is_file() or not (dest / rel).is_file():
             continue
-        ours, known = _record(info), _record(theirs)
-        for path, digest in ours.items():
-            rel = Path(path)
-            if rel.suffix != ".py" or known.get(path) != digest or rel.is_absolute() or ".." in rel.parts:
-                continue  # scripts in bin/ (../../../bin/...) and anything outside site-packages: never
-            pyc = rel.parent / "__pycache__" / f"{rel.stem}.{tag}.pyc"
-            if not (source / pyc).is_file() or not (dest / rel).is_file():
-                continue
-            (dest / pyc).parent.mkdir(exist_ok=True)
-            shutil.copyfile(source / pyc, dest / pyc)
-            mtime = (source / rel).stat().st_mtime
-            os.utime(dest / rel, (mtime, mtime))
-            served += 1
+        (dest / pyc).parent.mkdir(exist_ok=True)
+        shutil.copyfile(source / pyc, dest / pyc)
+        mtime = (source / rel).stat().st_mtime
+        os.utime(dest / rel, (mtime, mtime))
+        served += 1
     return served
 
 
