@@ -108,7 +108,7 @@ hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructo
 	$(BIN)/python -m attention_course.grading.hub $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
 	  $(if $(HUB_ENV),--env $(HUB_ENV))
 
-hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~1 min the first time)
+hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~25 s the first time)
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue); keep .venv and extensions.csv

@@ -3,12 +3,12 @@ nbgrader's Validate passes a solved notebook with the course's settings and fail
 
 The third-party pins (PyTorch, JupyterLab, nbgrader...) are the course's own (``bundle.closure`` takes each from
 ``requirements.txt``, at the version ``make install`` put into the course's venv), so the cache of them is made of the
-very files pip installed there from those pins, listed by each package's ``RECORD`` and linked (copied across
-file systems), in a folder outside the clone keyed by the list's digest (``ATTENTION_STUDENT_DEPS``, default
-``/opt/attention-from-scratch/student-deps``): a second from-scratch install of PyTorch and JupyterLab would cost
-a fresh machine a minute of both cores and prove nothing that ``make install`` does not. Where a pin is not in the
-course's venv at its version, the list is installed as the bundle's README says (``pip install --no-deps -r
-requirements.txt``).
+very files pip installed there from those pins, taken as the hub's shared environment takes them (``environment.fill_env``:
+each package whose files match its ``RECORD``, linked where the file system allows), in a folder outside the clone
+keyed by the list's digest (``ATTENTION_STUDENT_DEPS``, default ``/opt/attention-from-scratch/student-deps``): a
+second from-scratch install of PyTorch and JupyterLab would cost a fresh machine a minute of both cores and prove
+nothing that ``make install`` does not. What the course's venv does not hold at its pinned version is installed as
+the bundle's README says (``pip install --no-deps -r requirements.txt``).
 Each run then makes a fresh virtual environment that sees those packages through a ``.pth`` line, installs the
 bundle's ``package/`` into it with pip, and runs ``nbgrader validate`` from the bundle's folder, with neither the
 repository nor the course's own environment in reach.
@@ -25,8 +25,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from attention_course.grading.bundle import NAME, _name, pins, write_bundle
+from attention_course.grading.bundle import NAME, write_bundle
 from attention_course.grading.course import ROOT, available
+from attention_course.grading.environment import fill_env
 from tools.submissions import read_notebook, solved_notebook, write_notebook
 
 from fastvalidate import FAILED, SUCCESS
@@ -35,7 +36,6 @@ from harness import answered_notebook, masters
 CACHE = Path(os.environ.get("ATTENTION_STUDENT_DEPS", "/opt/attention-from-scratch/student-deps"))
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)  # the interpreter the course's venv was made from
 A = available()[0]
-SITE = Path(sysconfig.get_path("purelib"))  # the course's venv
 
 
 def clean_env() -> dict:
@@ -52,42 +52,6 @@ def run(*args, cwd, check=True) -> subprocess.CompletedProcess:
     return proc
 
 
-def installed_files(wanted: dict[str, str]) -> list[Path]:
-    """The files of every pin of ``wanted`` (name -> "name==version") as pip installed them into the course's venv
-    (each package's ``RECORD``, with the bytecode ``make install`` compiled beside them; scripts in ``bin/`` left
-    out), relative to its site-packages; empty if a pin is not installed there at its version."""
-    import importlib.util
-    from importlib import metadata
-
-    from packaging.requirements import Requirement
-
-    dists = {_name(d.metadata["Name"]): d for d in metadata.distributions(path=[str(SITE)])}
-    if any(name not in dists or not Requirement(pin).specifier.contains(dists[name].version)  # 2.13.0+cpu is 2.13.0
-           for name, pin in wanted.items()):
-        return []
-    found = []
-    for name in wanted:
-        for entry in dists[name].files or ():
-            source = (SITE / entry).resolve()
-            if source.is_relative_to(SITE) and source.is_file():
-                rel = source.relative_to(SITE)
-                found.append(rel)
-                compiled = Path(importlib.util.cache_from_source(str(rel))) if rel.suffix == ".py" else rel
-                if rel.suffix == ".py" and (SITE / compiled).is_file():
-                    found.append(compiled)
-    return list(dict.fromkeys(found))  # a RECORD may list the bytecode too
-
-
-def link_into(files: list[Path], site: Path) -> None:
-    """``files`` of the course's site-packages into ``site``: linked where the file system allows, copied where not."""
-    for rel in files:
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(SITE / rel, site / rel)
-        except OSError:
-            shutil.copy2(SITE / rel, site / rel)
-
-
 def third_party(requirements: Path) -> Path:
     """The site-packages of the pins of ``requirements``, installed as the bundle's README says (cached)."""
     key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
@@ -97,13 +61,8 @@ def third_party(requirements: Path) -> Path:
         scratch = CACHE / f".{key}.{os.getpid()}"
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.parent.mkdir(parents=True, exist_ok=True)
-        # with the pins, the pip that installs the bundle's package (Python's own, as a venv of it would have)
-        files = installed_files({**pins(requirements), "pip": "pip"})
-        run(BASE_PYTHON, "-m", "venv", *(["--without-pip"] if files else []), scratch, cwd=scratch.parent)
-        if files:  # the setuptools of Python's ensurepip left out: the pinned one comes with the list
-            link_into(files, scratch / site.relative_to(venv))
-        else:
-            run(scratch / "bin" / "pip", "install", "--quiet", "--no-deps", "-r", requirements, cwd=requirements.parent)
+        run(BASE_PYTHON, "-m", "venv", "--without-pip", scratch, cwd=scratch.parent)
+        fill_env(scratch, [requirements], log=lambda _: None)  # with the pins, the pip that installs the package
         (scratch / ".complete").touch()
         shutil.rmtree(venv, ignore_errors=True)
         os.rename(scratch, venv)  # the venv's scripts name its folder, but the test uses its site-packages only

@@ -369,10 +369,13 @@ def test_the_printed_grade_table_is_narrow_and_marks_provisional_and_late_scores
     assert max(len(line) for line in text.splitlines()[:4]) < 80, text
 
 
-def test_the_hub_environment_takes_bytecode_only_for_modules_installed_from_the_same_wheel(tmp_path):
-    """hub.reuse_bytecode: a module whose file hash is the same in both packages' RECORD gets the course's bytecode,
-    which Python then loads as current (it names the source's time, now the copy's); a module that differs, or a
-    RECORD path leading out of site-packages, gets nothing."""
+def test_the_hub_environment_copies_only_pinned_packages_whose_files_match_their_record(tmp_path):
+    """environment.copy_installed: a package at its pinned version whose every file has the hash its RECORD gives is copied
+    whole (its bytecode taken as current, its script naming the new environment's interpreter); one with a changed
+    file, one at another version, and one the new environment has already are left for pip; a RECORD entry leading
+    out of the environment writes nothing."""
+    import base64
+    import hashlib
     import importlib.util
     import os
     import py_compile
@@ -380,32 +383,49 @@ def test_the_hub_environment_takes_bytecode_only_for_modules_installed_from_the_
     import sys
     from pathlib import Path
 
-    from attention_course.grading.hub import reuse_bytecode
+    from attention_course.grading.environment import copy_installed
 
-    def site(name: str, files: dict) -> Path:
-        root = tmp_path / name
-        (root / "pkg-1.0.dist-info").mkdir(parents=True)
+    def digest(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    def package(site: Path, name: str, version: str, files: dict, changed=()) -> None:
+        info = site / f"{name}-{version}.dist-info"
+        files = {**files, f"{info.name}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"}
         rows = []
         for rel, text in files.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-            rows.append(f"{rel},sha256={'same' if 'same' in text else name},{len(text)}")
-        rows.append("../../../bin/tool,sha256=same,1")
-        rows.append("/tmp/outside.py,sha256=same,1")
-        (root / "pkg-1.0.dist-info" / "RECORD").write_text("\n".join(rows) + "\n")
-        return root
+            path = Path(os.path.normpath(site / rel))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + ("# changed after install\n" if rel in changed else ""))
+            rows.append(f"{rel},{digest(text.encode())},{len(text)}")
+        (info / "RECORD").write_text("\n".join([*rows, f"{info.name}/RECORD,,"]) + "\n")
 
-    course = site("course", {"pkg/same.py": "X = 'same'\n", "pkg/other.py": "X = 'course'\n"})
-    for rel in ("pkg/same.py", "pkg/other.py"):
-        py_compile.compile(str(course / rel), cfile=importlib.util.cache_from_source(str(course / rel)))
-    env = site("env", {"pkg/same.py": "X = 'same'\n", "pkg/other.py": "X = 'envs'\n"})
-    for rel in ("pkg/same.py", "pkg/other.py"):
-        os.utime(env / rel, (1_000_000_000, 1_000_000_000))  # installed at another time than the course's copy
-    assert reuse_bytecode(course, env) == 1
-    assert [p.name for p in (env / "pkg" / "__pycache__").iterdir()] == [Path(importlib.util.cache_from_source(
-        "same.py")).name]
-    assert not Path("/tmp/outside.py").exists() and not (tmp_path / "bin").exists()
-    loaded = subprocess.run([sys.executable, "-v", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import pkg.same",
+    def environment(name: str) -> Path:
+        site = tmp_path / name / "lib" / "python3.11" / "site-packages"
+        site.mkdir(parents=True)
+        return site
+
+    course, env = environment("course"), environment("env")
+    script = f"#!{tmp_path / 'course' / 'bin' / 'python3.11'}\nimport sys\n"
+    package(course, "good", "1.0", {"good/__init__.py": "X = 'good'\n", "../../../bin/good-tool": script,
+                                    "../../../../outside.txt": "out\n", "../../../share/good/data.json": "{}\n"})
+    package(course, "tampered", "1.0", {"tampered/__init__.py": "X = 1\n"}, changed={"tampered/__init__.py"})
+    package(course, "newer", "2.0", {"newer/__init__.py": "X = 2\n"})
+    package(course, "there", "1.0", {"there/__init__.py": "X = 3\n"})
+    package(env, "there", "0.9", {"there/__init__.py": "X = 0\n"})
+    (tmp_path / "outside.txt").unlink()  # (written there by the course's install, never by the copy)
+    os.utime(course / "good" / "__init__.py", (1_000_000_000, 1_000_000_000))
+    py_compile.compile(str(course / "good" / "__init__.py"),
+                       cfile=importlib.util.cache_from_source(str(course / "good" / "__init__.py")))
+    wanted = {n: f"{n}==1.0" for n in ("good", "tampered", "newer", "there")}
+
+    assert copy_installed(course, env, wanted) == ["good"]
+    assert sorted(p.name for p in env.iterdir()) == ["good", "good-1.0.dist-info", "there", "there-0.9.dist-info"]
+    assert (env / "there" / "__init__.py").read_text() == "X = 0\n"  # what the environment had is left alone
+    assert (tmp_path / "env" / "share" / "good" / "data.json").is_file()
+    assert (tmp_path / "env" / "bin" / "good-tool").read_text() == f"#!{tmp_path / 'env' / 'bin' / 'python3.11'}\nimport sys\n"
+    assert (tmp_path / "course" / "bin" / "good-tool").read_text() == script  # the course's own is unchanged
+    assert not (tmp_path / "outside.txt").exists()
+    loaded = subprocess.run([sys.executable, "-v", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import good",
                              str(env)], capture_output=True, text=True).stderr  # -v: where each module came from
-    pyc = importlib.util.cache_from_source(str(env / "pkg" / "same.py"))
+    pyc = importlib.util.cache_from_source(str(env / "good" / "__init__.py"))
     assert f"code object from '{pyc}'" in loaded, loaded[-2000:]  # taken as current, not compiled again

@@ -19,12 +19,12 @@ import socket
 import stat
 import subprocess
 import sys
-import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .course import COURSE_ID, ROOT
+from .environment import fill_env
 
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 #: Where the shared environment goes unless told otherwise: outside every home, readable by every user.
@@ -76,38 +76,6 @@ def _requirements_key() -> str:
     return digest.hexdigest()[:16]
 
 
-def reuse_bytecode(source: Path, dest: Path) -> int:
-    """Copy into ``dest`` (a site-packages pip just filled) the bytecode that ``source`` (the course's own, which
-    ``make install`` compiled) holds for every module both installed from the same wheel: same package and version,
-    same file hash in both ``RECORD`` files. The module's time is set to the source's, which the bytecode names,
-    so that Python takes it as current. Compiling every module of PyTorch and JupyterLab again is most of a shared
-    environment's first build (about 45 core-seconds); this takes a second. Returns how many modules it served."""
-    import importlib.util
-    from importlib import metadata
-
-    def hashes(site: Path) -> dict[tuple[str, str], str]:  # ("name==version", path in RECORD) -> hash
-        found = {}
-        for d in metadata.distributions(path=[str(site)]):
-            pin = f"{d.metadata['Name']}=={d.version}"  # read once: each is a parse of the package's METADATA
-            found.update({(pin, str(f)): f.hash.value for f in d.files or () if f.hash})
-        return found
-
-    known, served = hashes(source), 0
-    for (pin, path), digest in hashes(dest).items():
-        rel = Path(path)
-        if rel.suffix != ".py" or known.get((pin, path)) != digest or rel.is_absolute() or ".." in rel.parts:
-            continue  # scripts in bin/ (../../../bin/...) and anything outside site-packages: never
-        pyc = Path(importlib.util.cache_from_source(str(rel)))
-        if not (source / pyc).is_file() or not (dest / rel).is_file():
-            continue
-        (dest / pyc).parent.mkdir(exist_ok=True)
-        shutil.copyfile(source / pyc, dest / pyc)
-        mtime = (source / rel).stat().st_mtime
-        os.utime(dest / rel, (mtime, mtime))
-        served += 1
-    return served
-
-
 def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
     """The environment every user's server and kernels run (built once per pinned list, reused after that): a
     virtual environment of the course's Python, readable by all, with ``requirements.txt``, the hub's
@@ -128,8 +96,6 @@ def shared_env(prefix: Path = ENV_PREFIX, log=print) -> Path:
 def _build_env(prefix: Path, log) -> None:
     key = _requirements_key()
     stamp = prefix / ".installed"
-    pip = [str(prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "--no-deps", "--no-compile"]
     if not (stamp.exists() and stamp.read_text().strip() == key):
         started = time.monotonic()
         if prefix.exists() and any(prefix.iterdir()):
@@ -143,13 +109,10 @@ def _build_env(prefix: Path, log) -> None:
             log(f"{closed_to_others(python)} is closed to other users: copying Python {sys.version.split()[0]} "
                 f"to {prefix / 'python'}")
             python = _relocatable_python(base, prefix / "python")
-        subprocess.run([str(python), "-m", "venv", str(prefix)], check=True)
-        log(f"installing the pinned packages into {prefix} (a minute or two from pip's cache)")
-        subprocess.run([*pip, "-r", str(REQUIREMENTS[0]), "-r", str(REQUIREMENTS[1])], check=True)
-        reused = reuse_bytecode(Path(sysconfig.get_path("purelib")), prefix / "lib" / PY / "site-packages")
-        log(f"bytecode of {reused} module(s) taken from the course's environment; compiling the rest")
+        subprocess.run([str(python), "-m", "venv", "--without-pip", str(prefix)], check=True)
+        fill_env(prefix, list(REQUIREMENTS), log)
         subprocess.run([str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(prefix / "lib")],
-                       capture_output=True)
+                       capture_output=True)  # what pip installed (the copies came with their bytecode)
         subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
         stamp.write_text(key + "\n")
         log(f"shared environment ready in {time.monotonic() - started:.0f} s")
