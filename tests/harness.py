@@ -192,6 +192,11 @@ def course_command(course: Path, command: str, *args: str, check: bool = True, e
     return proc
 
 
+#: For a run of a few hand-ins that is not about parallel grading: each worker starts its own fork server (about 4
+#: core-seconds, more than grading two hand-ins), and make test's processes share 2 cores.
+ONE_WORKER = ("--workers", "1")
+
+
 def course_autograde(course: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the course's parallel autograde command (``make autograde``) in ``course`` (``env``: extra variables)."""
     return course_command(course, "autograde", *args, check=check, env=env)

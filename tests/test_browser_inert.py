@@ -28,7 +28,7 @@ from attention_course.grading.course import ROOT, available, gradebook_url
 from tools.submissions import solved_notebook, write_notebook
 
 from browser import Lab, chromium, require_chromium
-from harness import course_autograde, masters, nbgrader, new_course
+from harness import ONE_WORKER, course_autograde, masters, nbgrader, new_course
 
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
 import payloads  # noqa: E402
@@ -158,7 +158,7 @@ def stage(tmp_path_factory):
     for student, nb in (("honest", honest_notebook(master)), ("hostile", hostile_notebook(master))):
         write_notebook(nb, course / "submitted" / student / A / NOTEBOOK)
     (course / "submitted" / "hostile" / A / "<img src=x onerror=alert('filename')>.txt").write_text("x")
-    course_autograde(course, A, "--force")
+    course_autograde(course, A, "--force", *ONE_WORKER)
     nbgrader(course, "generate_feedback", A, "--force")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:

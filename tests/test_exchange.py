@@ -27,7 +27,7 @@ from attention_course.grading.trust.exchange import refusals
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
 from harness import (
-    BIN, COURSE_ID, ROOT, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores, unix_users,
+    BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores, unix_users,
 )
 
 A = available()[0]
@@ -71,7 +71,7 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben"], \
         "a hand-in of links left something in submitted/"
     assert "symbolic link" in " ".join(refusals(course, A)["eve"]), "the refusal is not on record for the grade table"
-    graded = course_autograde(course, A)
+    graded = course_autograde(course, A, *ONE_WORKER)
     assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
     scores = read_scores(course, A)
     assert all(s == m for s, m, manual in scores["ann"].values() if not manual), scores["ann"]
@@ -153,7 +153,7 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
         for user, stamp in stamps.items():
             seen = parse_utc(stamp.strip()).replace(tzinfo=timezone.utc).timestamp()
             assert abs(now - seen) < 600, f"{user}'s hand-in is dated {stamp}, not when it came"
-        graded = course_autograde(course, A)
+        graded = course_autograde(course, A, *ONE_WORKER)
         assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
         scores = read_scores(course, A)
         assert all(s == m for s, m, manual in scores[ann].values() if not manual), scores[ann]

@@ -23,7 +23,7 @@ from tools.loopback import LoopbackCluster
 from attention_course.grading.course import available, catalogue_path, score_table
 from tools.submissions import demo_roster, load_catalogue, write_class
 
-from harness import BIN, api_calls, course_autograde, nbgrader, new_course, read_scores, release
+from harness import BIN, ONE_WORKER, api_calls, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
 
 #: One assignment of the course (whose grades every other test already checks at length, and which the graded
@@ -142,7 +142,7 @@ def test_autograde_registers_what_the_gradebook_lacks_and_keeps_fingerprints_out
     course = new_course(tmp_path, [a])
     mistake = next(s for s in load_catalogue(catalogue_path(a)) if s.is_mistake)
     write_class(course, a, {"ann": COMPLETE, "ben": mistake})
-    run = course_autograde(course)
+    run = course_autograde(course, *ONE_WORKER)
     assert f"{a} is not in the gradebook yet: registering it" in run.stderr and "Graded 2" in run.stderr, \
         run.stderr[-3000:]
     assert not (course / "release").exists(), "registering must not write release/"

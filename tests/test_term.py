@@ -13,7 +13,7 @@ import re
 from attention_course.grading.course import available, catalogue_path
 from tools.submissions import COMPLETE, load_catalogue, read_notebook, write_class, write_notebook
 
-from harness import course_autograde, course_command, nbgrader, new_course, read_scores, release
+from harness import ONE_WORKER, course_autograde, course_command, nbgrader, new_course, read_scores, release
 
 #: One assignment whose test is changed, and one that is not (its hand-ins must not be graded again).
 CHANGED, UNCHANGED = available()[0], available()[5]
@@ -41,7 +41,7 @@ def test_a_fixed_test_is_applied_whichever_order_the_instructor_takes(tmp_path):
     release(course, [CHANGED, UNCHANGED])
     for a in (CHANGED, UNCHANGED):
         write_class(course, a, {"ann": COMPLETE, "ben": mistake_of(a)})
-    first = course_autograde(course)
+    first = course_autograde(course, *ONE_WORKER)
     assert "Graded 4," in first.stderr, first.stderr[-3000:]
     scores = read_scores(course, CHANGED)
     total = {s: sum(v[0] for v in cells.values()) for s, cells in scores.items()}
@@ -59,7 +59,7 @@ def test_a_fixed_test_is_applied_whichever_order_the_instructor_takes(tmp_path):
     assert read_scores(course, CHANGED)["ben"][lost][0] < scores["ben"][lost][1], "graded with the old test"
 
     # autograde before release: the gradebook takes source/'s tests, said so; only CHANGED's hand-ins are graded.
-    second = course_autograde(course)
+    second = course_autograde(course, *ONE_WORKER)
     err = second.stderr
     assert f"source/{CHANGED} changed since the gradebook took its tests" in err and f"test cell {lost}" in err, err[-3000:]
     assert f"Grading 2 submission(s) of {CHANGED}" in err and "Skipping 2 submission(s)" in err, err[-3000:]
@@ -82,7 +82,7 @@ def test_a_fixed_test_is_applied_whichever_order_the_instructor_takes(tmp_path):
     cell["metadata"]["nbgrader"]["points"] = old_points + 1
     write_notebook(nb, path)
     nbgrader(course, "generate_assignment", CHANGED, "--force")
-    fourth = course_autograde(course)
+    fourth = course_autograde(course, *ONE_WORKER)
     err = fourth.stderr
     assert "changed since" not in err and f"Grading 2 submission(s) of {CHANGED}" in err, err[-3000:]
     ann = sum(v[0] for v in after["ann"].values())
@@ -127,7 +127,7 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     late = (due + timedelta(days=3.2)).timestamp()
     for nb in (course / "submitted" / "dan" / a).glob("*.ipynb"):
         os.utime(nb, (late, late))
-    run = course_autograde(course)
+    run = course_autograde(course, *ONE_WORKER)
     assert "1 hand-in(s) have no timestamp.txt" in run.stderr and "Graded 4," in run.stderr, run.stderr[-3000:]
 
     url = gradebook_url(course)
