@@ -19,11 +19,11 @@ install: $(STAMP) ## Create .venv with every pinned package (~3 min the first ti
 
 $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	@# bytecode compiled on every core (pip compiles one file after another; the tests' processes never write it);
-	@# like pip, a file that does not compile under Python 3.11 (one of torch's, in 3.12 syntax) is left as it is
-	@# exactly the pinned list, nothing it leaves out on purpose (see requirements.txt)
+	@# exactly the pinned list, nothing it leaves out on purpose (see requirements.txt); then bytecode on every core,
+	@# the packages' own test suites left out (attention_course.grading.environment.compile_tree)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements.txt
-	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
+	$(BIN)/python -c "import sys; from attention_course.grading.environment import compile_tree; \
+	  compile_tree(sys.executable, '$(VENV)/lib')"
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
 	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \
@@ -75,7 +75,7 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 	$(BIN)/python -m pytest -q -m "not slow"
 
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in four processes on 2 cores (some wait on a server, a browser or a sleeping hand-in while others compute); the representative part of each catalogue, entries touching different cells sharing a hand-in (make sweep takes all, each alone) (~11 min; docs/testing.md)
-	$(BIN)/python -m pytest -q -n 4
+	$(BIN)/python -m pytest -q -n 4 --no-loadscope-reorder
 
 sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)
 	ATTENTION_SWEEP=1 $(BIN)/python -m pytest -q -n 3 tests/test_grading.py tests/test_security.py \

@@ -63,21 +63,21 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
 CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
-#: The other long files, longest first (seconds of one xdist process, measured): handed out before the short ones,
-#: so that no process is left with a long file while the others have finished. The hub's file first: on a fresh
-#: machine it builds the shared environment (280 s of its process on a fresh clone, the run's tail when it came
-#: fourth); about 80 s once that exists.
-LONG_MODULES = ["test_hub.py",  # ~80 s, ~280 s the first time on a machine
-                "test_release.py",  # ~250 s
-                "test_parallel.py",  # ~250 s
+#: The other long files, longest first (seconds of one xdist process in a make test run, measured): handed out before
+#: the short ones, so that no process is left with a long file while the others have finished. make test passes
+#: --no-loadscope-reorder: without it xdist hands files out by their number of tests, not in this order. The hub's file
+#: first: on a fresh machine it builds the shared environment.
+LONG_MODULES = ["test_hub.py",  # ~170 s, ~230 s the first time on a machine
+                "test_release.py",  # ~300 s
+                "test_parallel.py",  # ~245 s
+                "test_term.py",  # ~190 s
                 "test_browser.py",  # ~140 s
-                "test_sandbox.py",  # ~70 s
-                "test_faults.py",  # ~60 s
-                "test_term.py",  # ~60 s
-                "test_bundle.py",  # ~30 s (a few seconds more the first time on a machine)
-                "test_browser_inert.py",  # ~50 s
-                "test_isolation.py",  # ~35 s
-                "test_exchange.py"]  # ~30 s
+                "test_sandbox.py",  # ~115 s
+                "test_faults.py",  # ~100 s
+                "test_browser_inert.py",  # ~90 s
+                "test_exchange.py",  # ~75 s
+                "test_isolation.py",  # ~70 s
+                "test_bundle.py"]  # ~20 s
 
 
 def _order(item) -> int:

@@ -23,6 +23,19 @@ from packaging.utils import canonicalize_name
 from .bundle import pins
 
 
+#: The installed packages' own test suites, which nothing of the course imports: a fifth of an environment's source,
+#: never compiled (``make install``, the hub's shared environment).
+NOT_COMPILED = r"/(tests|testing/_internal)/"
+
+
+def compile_tree(python: str | Path, folder: str | Path) -> None:
+    """Bytecode for every module below ``folder`` but :data:`NOT_COMPILED`, on every core (pip compiles one file
+    after another; a kernel that runs as a user of its own could not write it). A file that does not compile under
+    this Python (one of PyTorch's is in 3.12 syntax) is left as it is, as pip leaves it."""
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0", "-x", NOT_COMPILED, str(folder)],
+                   capture_output=True)
+
+
 def pinned_files(site: Path, wanted: dict[str, str]) -> dict[str, list[tuple[Path, str | None]]]:
     """Each pin of ``wanted`` (name -> "name==version", as :func:`bundle.pins` reads them) that the environment whose
     site-packages is ``site`` holds at a version the pin allows (``2.13.0+cpu`` for ``torch==2.13.0``): name -> its files

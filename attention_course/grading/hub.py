@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .course import COURSE_ID, ROOT
-from .environment import fill_env
+from .environment import compile_tree, fill_env
 
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 #: Where the shared environment goes unless told otherwise: outside every home, readable by every user.
@@ -111,8 +111,7 @@ def _build_env(prefix: Path, log) -> None:
             python = _relocatable_python(base, prefix / "python")
         subprocess.run([str(python), "-m", "venv", "--without-pip", str(prefix)], check=True)
         fill_env(prefix, list(REQUIREMENTS), log)
-        subprocess.run([str(prefix / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(prefix / "lib")],
-                       capture_output=True)  # what pip installed (the copies came with their bytecode)
+        compile_tree(prefix / "bin" / "python", prefix / "lib")  # what pip installed (copies came with bytecode)
         subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
         stamp.write_text(key + "\n")
         log(f"shared environment ready in {time.monotonic() - started:.0f} s")
