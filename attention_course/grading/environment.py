@@ -23,9 +23,10 @@ from packaging.utils import canonicalize_name
 from .bundle import pins
 
 
-#: The installed packages' own test suites, which nothing of the course imports: a fifth of an environment's source,
-#: never compiled (``make install``, the hub's shared environment).
-NOT_COMPILED = r"/(tests|testing/_internal)/"
+#: The installed packages' own test suites (folders named ``tests``), which nothing of the course imports: a fifth of
+#: an environment's source, never compiled (``make install``, the hub's shared environment). Not PyTorch's
+#: ``testing/_internal``: ``import torch`` imports three of its modules.
+NOT_COMPILED = r"/tests/"
 
 
 def compile_tree(python: str | Path, folder: str | Path) -> None:
