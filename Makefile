@@ -74,7 +74,7 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 	$(BIN)/ruff check attention_course tools tests deploy nbgrader_config.py $(wildcard source/*/catalogue.py)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in four processes on 2 cores (some wait on a server, a browser or a sleeping hand-in while others compute); the representative part of each catalogue, entries touching different cells sharing a hand-in (make sweep takes all, each alone) (~11 min; docs/testing.md)
+test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in four processes on 2 cores (some wait on a server, a browser or a sleeping hand-in while others compute); the representative part of each catalogue, entries touching different cells sharing a hand-in (make sweep takes all, each alone) (~10 min; docs/testing.md)
 	$(BIN)/python -m pytest -q -n 4 --no-loadscope-reorder
 
 sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)
