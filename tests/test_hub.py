@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -269,7 +270,10 @@ def test_a_term_on_jupyterhub_with_real_users():
     finally:
         if proc is not None:
             hub.stop_hub(proc)
+        uids = {pwd.getpwnam(u).pw_uid for u in (teach, ann, bea)}
+        left = [e.path for e in os.scandir("/tmp") if e.stat(follow_symlinks=False).st_uid in uids]
         hub.remove_class(klass)
+    assert not [p for p in left if os.path.lexists(p)], f"the class's users left these in /tmp: {left}"
 
 
 def _queue(klass: hub.Class) -> list[dict]:

@@ -256,6 +256,55 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     assert not kernel.scratch.exists() and not list(deep.iterdir())
 
 
+def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(tmp_path, monkeypatch):
+    """scratch.sweep_stale: a kernel's scratch folder or a fork server's home left by a process killed before it
+    could remove it (a server the hub stopped, a grader killed) goes when the next process of the same user makes
+    one, read-only parts and all; a folder whose maker still runs, one whose maker is not written, a link, and
+    another user's folder stay."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from attention_course.grading import kernel, scratch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(scratch, "_SWEPT", set())
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    make = ("from attention_course.grading import kernel, scratch; import os, sys, time; p = kernel.scratch_folder(); "
+            "z = scratch.make('attention-zygote-'); (p / 'ro').mkdir(); (p / 'ro' / 'f').write_text('x'); "
+            "(p / 'ro').chmod(0o500); print(p, z, flush=True); "
+            "time.sleep(60) if sys.argv[1] == 'live' else os.kill(os.getpid(), 9)")
+    live_proc = subprocess.Popen([sys.executable, "-c", make, "live"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        live = [Path(p) for p in live_proc.stdout.readline().split()]
+        killed = subprocess.run([sys.executable, "-c", make, "killed"], env=env, capture_output=True, text=True)
+        killed = [Path(p) for p in killed.stdout.split()]
+        reused = Path(tempfile.mkdtemp(prefix=kernel.SCRATCH_PREFIX))  # this process's pid, another start time
+        (reused / scratch.MAKER).write_text(f"{os.getpid()} 1\n")
+        unwritten = Path(tempfile.mkdtemp(prefix=kernel.SCRATCH_PREFIX))
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / scratch.MAKER).write_text("999999999 1\n")
+        (tmp_path / f"{kernel.SCRATCH_PREFIX}link").symlink_to(elsewhere)
+        others = Path(tempfile.mkdtemp(prefix=kernel.SCRATCH_PREFIX))
+        (others / scratch.MAKER).write_text("999999999 1\n")
+        if os.geteuid() == 0:
+            os.chown(others, 65534, 65534)
+        assert len(killed) == 2 and all(p.is_dir() for p in killed) and (killed[0] / "ro" / "f").is_file(), \
+            "the killed process removed its folders itself"
+
+        mine = kernel.scratch_folder()
+        assert (mine / scratch.MAKER).read_text().split()[0] == str(os.getpid())
+        assert not any(p.exists() for p in killed) and not reused.exists()
+        assert all(p.is_dir() for p in live) and unwritten.is_dir() and (elsewhere / scratch.MAKER).is_file()
+        assert others.is_dir() == (os.geteuid() == 0)
+        assert scratch.sweep_stale(tmp_path) == []  # (what the first sweep left, it leaves again)
+    finally:
+        live_proc.kill()
+        live_proc.wait()
+
+
 def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None = None) -> dict:
     """Run the test cell ``cell`` in a judge whose student's namespace (served by the course agent in a thread of
     this process) holds ``functions``, once per function (``{f}`` in the cell names it): name -> the message

@@ -27,6 +27,8 @@ import sys
 import tempfile
 import threading
 
+from . import scratch
+
 _PR_SET_PDEATHSIG = 1
 #: attention_course.checks.EXPECTED_LOG (not imported: that would load the notebooks' package here)
 EXPECTED_LOG = "ATTENTION_COURSE_EXPECTED_LOG"
@@ -112,7 +114,7 @@ class ForkServer:
         if self.final:
             raise RuntimeError("the grading process is shutting down")
         self.close()
-        self.home = tempfile.mkdtemp(prefix="attention-zygote-")
+        self.home = str(scratch.make("attention-zygote-"))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.home,
                "MPLCONFIGDIR": self.home, "MPLBACKEND": "Agg", "LANG": "C.UTF-8", "PYDEVD_DISABLE_FILE_VALIDATION": "1",

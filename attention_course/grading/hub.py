@@ -190,9 +190,21 @@ def make_users(names: list[str]) -> dict[str, str]:
 
 
 def remove_users(names: list[str]) -> None:
+    """Remove users this class made: their processes, their homes, and what they left in the temporary folder
+    (the scratch folders of the kernels their servers ran when the hub stopped them, which userdel leaves)."""
+    import pwd
+    import tempfile
+
     for name in names:
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            continue
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
         subprocess.run(["userdel", "--remove", name], capture_output=True)
+        for entry in [e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)] if uid else ():
+            if entry.stat(follow_symlinks=False).st_uid == uid:
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
 
 
 def prepare_exchange(root: Path, course_id: str, instructor: str) -> None:

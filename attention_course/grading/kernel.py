@@ -12,6 +12,8 @@ The scratch folder of a kernel (``attention-judge-*`` in the temporary folder) h
     root/                      where the kernel's own root is mounted (:mod:`.rootfs`): the kernel sees nothing
                                of the host's tree but what its sandbox shows it
     sandbox.json               what the sandbox could not do, and its facts (uid, namespaces, caps)
+    maker                      the pid and start time of the process that made the folder (the grader's only):
+                               a folder whose maker is gone is removed by the next (:mod:`.scratch`)
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from jupyter_client.connect import write_connection_file
 from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 
-from . import cgroups, forkserver
+from . import cgroups, forkserver, scratch
 from .course import PACKAGE_DIR
 from .forkserver import Spawned
 from .judge import Connection
@@ -65,13 +67,17 @@ _SOCKET_PATH_MAX = 107
 _LONGEST_SOCKET = "/judge.sock"
 
 
+SCRATCH_PREFIX = "attention-judge-"
+
+
 def scratch_folder() -> Path:
     """A fresh scratch folder in the temporary folder (``TMPDIR``), or in /tmp when ``TMPDIR`` is so deep that
-    a socket path inside it would be too long to bind."""
+    a socket path inside it would be too long to bind (:func:`.scratch.make`: one that outlives a killed maker is
+    removed by the next)."""
     base = tempfile.gettempdir()
-    if len(base) + len("/attention-judge-12345678") + len(_LONGEST_SOCKET) > _SOCKET_PATH_MAX:
+    if len(base) + len(f"/{SCRATCH_PREFIX}12345678") + len(_LONGEST_SOCKET) > _SOCKET_PATH_MAX:
         base = "/tmp"
-    return Path(tempfile.mkdtemp(prefix="attention-judge-", dir=base))
+    return scratch.make(SCRATCH_PREFIX, base)
 
 
 _SERIAL = itertools.count()
@@ -329,12 +335,7 @@ class Kernel:
             except Exception:  # parts of a kernel that never started
                 pass
         self.cgroups.kill()
-
-        def unlock(func, path, _):
-            os.chmod(os.path.dirname(path), 0o700)
-            func(path)
-
-        shutil.rmtree(self.scratch, onerror=unlock)
+        shutil.rmtree(self.scratch, onerror=scratch.unlock)
 
 
 class KernelPool:

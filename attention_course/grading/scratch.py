@@ -1,0 +1,68 @@
+"""Folders the grader makes in the temporary folder (a kernel's scratch, a fork server's home) that do not
+outlive their maker. A process killed before it could remove its folder (a server the hub stopped, a grader
+killed mid-run) leaves it behind; each folder names its maker (:data:`MAKER`: pid and start time), and the first
+folder a process makes in a temporary folder removes those of the same user whose maker is no longer running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+#: The folders swept: a kernel's scratch (:func:`.kernel.scratch_folder`), a fork server's home (:mod:`.forkserver`).
+PREFIXES = ("attention-judge-", "attention-zygote-")
+#: In each folder: "<pid> <start time>" of the process that made it.
+MAKER = "maker"
+_SWEPT: set[str] = set()
+
+
+def _started(pid: int) -> str | None:
+    """The start time of process ``pid`` (field 22 of /proc/<pid>/stat), or None if there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def unlock(func, path, _) -> None:
+    """``shutil.rmtree``'s onerror: a folder a kernel left read-only."""
+    os.chmod(os.path.dirname(path), 0o700)
+    func(path)
+
+
+def make(prefix: str, base: str | None = None) -> Path:
+    """A fresh folder ``<base>/<prefix>XXXXXXXX`` (``base``: the temporary folder) that names its maker; the first in
+    a process sweeps ``base`` (:func:`sweep_stale`)."""
+    base = base or tempfile.gettempdir()
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        sweep_stale(Path(base))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    started = _started(os.getpid())
+    if started is not None:  # (without /proc no maker is written, and the folder is never swept)
+        (folder / MAKER).write_text(f"{os.getpid()} {started}\n")
+    return folder
+
+
+def sweep_stale(base: Path) -> list[str]:
+    """Remove the folders (:data:`PREFIXES`) in ``base`` that a process of this user made and did not remove because
+    it was killed: their maker is no longer running (no such process, or another one with its pid). Another user's
+    folder, a link, and a folder whose maker is running or not yet written are left alone; what cannot be removed
+    is left too (grading goes on). Returns the names removed."""
+    removed = []
+    for entry in os.scandir(base):
+        try:
+            if not entry.name.startswith(PREFIXES) or not entry.is_dir(follow_symlinks=False) or \
+                    entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                continue
+            with open(os.open(os.path.join(entry.path, MAKER), os.O_RDONLY | os.O_NOFOLLOW)) as f:
+                pid, started = f.read().split()
+            if _started(int(pid)) == started:
+                continue
+            shutil.rmtree(entry.path, onerror=unlock)
+        except (OSError, ValueError):  # gone meanwhile (another process swept it), or not ours to remove: never fatal
+            continue
+        removed.append(entry.name)
+    return removed
