@@ -27,6 +27,7 @@ from pathlib import Path
 
 from attention_course.grading.course import ROOT, scratch_course
 from attention_course.grading.hub import stop_session
+from attention_course.grading.service_queue import FINAL
 
 from .loopback import LoopbackCluster
 from .submissions import write_class
@@ -129,7 +130,9 @@ def _run(scratch: Path, name: str, args, service_args: list[str]) -> dict:
             arrived[entry] = time.time()
         latency: dict[str, float] = {}
         deadline = time.monotonic() + args.timeout
-        while len(latency) < len(arrived) and time.monotonic() < deadline:
+        ended: set[str] = set()  # hand-ins the service ended without grading (not graded, superseded...)
+        while len(latency) + len(ended - set(latency)) < len(arrived) and time.monotonic() < deadline:
+            ended = {r["entry"] for r in queue_rows(course) if r["state"] in FINAL and r["state"] != "done"}
             for entry, t0 in arrived.items():
                 if entry not in latency:
                     pages = feedback_pages(course, entry)
