@@ -37,6 +37,11 @@ def compile_tree(python: str | Path, folder: str | Path) -> None:
                    capture_output=True)
 
 
+def _prefix(site: Path) -> Path:
+    """The environment whose site-packages is ``site`` (``<prefix>/lib/pythonX.Y/site-packages``)."""
+    return Path(os.path.normpath(site.parents[2]))
+
+
 def pinned_files(site: Path, wanted: dict[str, str]) -> dict[str, list[tuple[Path, str | None]]]:
     """Each pin of ``wanted`` (name -> "name==version", as :func:`bundle.pins` reads them) that the environment whose
     site-packages is ``site`` holds at a version the pin allows (``2.13.0+cpu`` for ``torch==2.13.0``): name -> its files
@@ -44,7 +49,7 @@ def pinned_files(site: Path, wanted: dict[str, str]) -> dict[str, list[tuple[Pat
     ``../../../bin/jupyter-lab``), each with the hash ``RECORD`` gives (``sha256=...``), and after each module the
     bytecode ``make install`` compiled for it, where there is some (hash None, as for ``RECORD`` itself). An entry
     that leads out of the environment (an absolute path, or above its prefix) is never listed."""
-    prefix = Path(os.path.normpath(site.parents[2]))  # <prefix>/lib/pythonX.Y/site-packages
+    prefix = _prefix(site)
     found = {}
     for dist in metadata.distributions(path=[str(site)]):
         name = canonicalize_name(dist.metadata["Name"])
@@ -53,10 +58,11 @@ def pinned_files(site: Path, wanted: dict[str, str]) -> dict[str, list[tuple[Pat
         files = []
         for entry in dist.files or ():
             rel = Path(str(entry))
-            if rel.is_absolute() or not Path(os.path.normpath(site / rel)).is_relative_to(prefix):
+            where = Path(os.path.normpath(site / rel))
+            if rel.is_absolute() or not where.is_relative_to(prefix):
                 continue
             files.append((rel, f"{entry.hash.mode}={entry.hash.value}" if entry.hash else None))
-            if rel.suffix == ".py" and Path(os.path.normpath(site / rel)).is_relative_to(site):
+            if rel.suffix == ".py" and where.is_relative_to(site):
                 compiled = Path(importlib.util.cache_from_source(str(rel)))
                 if (site / compiled).is_file():
                     files.append((compiled, None))
@@ -81,7 +87,7 @@ def copy_installed(source: Path, dest: Path, wanted: dict[str, str]) -> list[str
     JupyterLab and the rest again was most of a shared environment's first build (about 35 core-seconds of
     pip, and 45 more to compile them); this is a copy. Returns the names copied."""
     present = {canonicalize_name(d.metadata["Name"]) for d in metadata.distributions(path=[str(dest)])}
-    old_bin, new_bin = (str(Path(os.path.normpath(site.parents[2])) / "bin") + "/" for site in (source, dest))
+    old_bin, new_bin = (f"{_prefix(site) / 'bin'}/" for site in (source, dest))
     copied = []
     for name, files in sorted(pinned_files(source, wanted).items()):
         if name in present or not all((source / rel).is_file() and (digest is None or _digest(

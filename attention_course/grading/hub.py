@@ -195,16 +195,21 @@ def remove_users(names: list[str]) -> None:
     import pwd
     import tempfile
 
+    uids = set()
     for name in names:
         try:
-            uid = pwd.getpwnam(name).pw_uid
+            uids.add(pwd.getpwnam(name).pw_uid)
         except KeyError:
             continue
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
         subprocess.run(["userdel", "--remove", name], capture_output=True)
-        for entry in [e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)] if uid else ():
-            if entry.stat(follow_symlinks=False).st_uid == uid:
+    uids.discard(0)
+    for entry in (e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)) if uids else ():
+        try:
+            if entry.stat(follow_symlinks=False).st_uid in uids:
                 shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        except OSError:  # gone meanwhile: the users are removed whatever is left
+            pass
 
 
 def prepare_exchange(root: Path, course_id: str, instructor: str) -> None:

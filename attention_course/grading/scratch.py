@@ -19,10 +19,12 @@ _SWEPT: set[str] = set()
 
 
 def _started(pid: int) -> str | None:
-    """The start time of process ``pid`` (field 22 of /proc/<pid>/stat), or None if there is no such process."""
+    """When process ``pid`` started (psutil's creation time), or None if there is no such process."""
+    import psutil
+
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.Error, OSError):
         return None
 
 
@@ -41,7 +43,7 @@ def make(prefix: str, base: str | None = None) -> Path:
         sweep_stale(Path(base))
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     started = _started(os.getpid())
-    if started is not None:  # (without /proc no maker is written, and the folder is never swept)
+    if started is not None:  # (where it cannot be told, no maker is written, and the folder is never swept)
         (folder / MAKER).write_text(f"{os.getpid()} {started}\n")
     return folder
 
