@@ -380,6 +380,14 @@ def self_attention(X, W_q, b_q, W_k, b_k, W_v, b_v):
     attn = softmax(scaled_scores(queries, keys), axis=1)
     return np.matmul(attn, values), attn
 ''',
+            "heatmap_code": '''
+tokens, X_toy = toy_sentence()
+d_toy = X_toy.shape[1]
+eye, none = np.identity(d_toy), np.zeros(d_toy)
+weights = self_attention(X_toy, 3.0 * eye, none, 3.0 * eye, none, eye, none)[1]
+plot_attention(weights, tokens, tokens, title="Queries and keys equal to three times the embeddings")
+show()
+''',
             "attention_by_token": '''
 def attention_by_token(X, omega_q, beta_q, omega_k, beta_k, omega_v, beta_v):
     D, N = X.shape

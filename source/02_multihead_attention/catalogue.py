@@ -390,4 +390,81 @@ def multihead_columns(X, heads, omega_c):
 ''',
         },
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (queries scaled before the product, "
+        "a log-sum-exp softmax, heads cut as slices, one stacked projection): an independent author, whom the "
+        "similarity report must not flag against the master",
+        replace={
+            "attention_head": '''
+def attention_head(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    queries = (X.dot(W_q) + b_q) / np.sqrt(W_q.shape[1])
+    keys, values = X.dot(W_k) + b_k, X.dot(W_v) + b_v
+    logits = queries.dot(keys.T)
+    top = logits.max(axis=1)[:, None]
+    log_norm = top + np.log(np.exp(logits - top).sum(axis=1))[:, None]
+    attn = np.exp(logits - log_norm)
+    return attn.dot(values), attn
+''',
+            "multihead_independent": '''
+def multihead_independent(X, heads, W_c):
+    per_head = []
+    for params in heads:
+        out, _ = attention_head(X, params["W_q"], params["b_q"], params["W_k"], params["b_k"],
+                                params["W_v"], params["b_v"])
+        per_head.append(out)
+    return np.hstack(per_head).dot(W_c)
+''',
+            "split_heads": '''
+def split_heads(T, H):
+    width = T.shape[1] // H
+    return np.stack([T[:, i * width:(i + 1) * width] for i in range(H)])
+
+
+def merge_heads(T):
+    return np.concatenate(list(T), axis=1)
+''',
+            "multihead_combined": '''
+def multihead_combined(X, W_q, b_q, W_k, b_k, W_v, b_v, W_c, H):
+    projected = np.stack([X.dot(W_q) + b_q, X.dot(W_k) + b_k, X.dot(W_v) + b_v])  # [3, L, D]
+    queries, keys, values = (split_heads(t, H) for t in projected)  # each [H, L, D_H]
+    logits = np.matmul(queries / np.sqrt(queries.shape[2]), np.swapaxes(keys, 1, 2))
+    top = logits.max(axis=2)[..., None]
+    attn = np.exp(logits - top - np.log(np.exp(logits - top).sum(axis=2))[..., None])
+    return merge_heads(np.matmul(attn, values)).dot(W_c), attn
+
+
+def stack_heads(heads):
+    names = list(heads[0])
+    return dict(zip(names, (np.concatenate([params[n] for params in heads], axis=-1) for n in names)))
+''',
+            "multihead_columns": '''
+def multihead_columns(X, heads, omega_c):
+    def column_head(params):
+        queries = (params["omega_q"].dot(X) + params["beta_q"]) / np.sqrt(len(params["omega_q"]))
+        keys = params["omega_k"].dot(X) + params["beta_k"]
+        values = params["omega_v"].dot(X) + params["beta_v"]
+        logits = keys.T.dot(queries)
+        attn = np.exp(logits - logits.max(axis=0))
+        return values.dot(attn / attn.sum(axis=0))
+
+    return omega_c.dot(np.concatenate([column_head(params) for params in heads], axis=0))
+''',
+            "multihead_module": '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, x, mask=None):
+        projected = torch.stack([self.W_q(x), self.W_k(x), self.W_v(x)])  # [3, B, L, D]
+        q, k, v = projected.unflatten(-1, (self.num_heads, self.d_head)).permute(0, 1, 3, 2, 4).unbind(0)
+        logits = torch.matmul(q * self.d_head ** -0.5, k.transpose(-1, -2))
+        if mask is not None:
+            logits = logits.masked_fill(mask.logical_not(), -torch.inf)
+        attn = logits.softmax(-1)
+        return self.W_o(torch.matmul(attn, v).permute(0, 2, 1, 3).flatten(2)), attn
+''',
+        },
+    ),
 ]

@@ -326,4 +326,70 @@ def tied_row_attention(msa, p, H, seq_mask=None, pos_mask=None):
 ''',
         },
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (column attention as row attention "
+        "of the transposed alignment, tied attention as one product over the rows' concatenated features): an "
+        "independent author, whom the similarity report must not flag against the master",
+        replace={
+            "row_column_attention": '''
+def attend(x, p):
+    scale = x.shape[-1] ** -0.5
+    queries = torch.matmul(x, p["W_q"]).add(p["b_q"]).mul(scale)
+    keys = torch.matmul(x, p["W_k"]).add(p["b_k"])
+    values = torch.matmul(x, p["W_v"]).add(p["b_v"])
+    attn = torch.matmul(queries, keys.mT).softmax(-1)
+    return torch.matmul(attn, values), attn
+
+
+def row_attention(msa, p):
+    out, attn = attend(msa.flatten(0, 1), p)
+    return out.unflatten(0, msa.shape[:2]), attn.unflatten(0, msa.shape[:2])
+
+
+def column_attention(msa, p):
+    out, attn = row_attention(msa.transpose(1, 2), p)
+    return out.transpose(1, 2), attn
+''',
+            "multihead_axial": '''
+def multihead_row_attention(msa, p, H):
+    width = msa.shape[-1] // H
+
+    def heads(name):  # [B, S, H, L, D_H]
+        return torch.matmul(msa, p["W_" + name]).add(p["b_" + name]).unflatten(-1, (H, width)).transpose(-2, -3)
+
+    attn = torch.matmul(heads("q") * width ** -0.5, heads("k").mT).softmax(-1)
+    return torch.matmul(attn, heads("v")).transpose(-2, -3).flatten(-2), attn
+
+
+def multihead_column_attention(msa, p, H):
+    out, attn = multihead_row_attention(msa.transpose(1, 2), p, H)
+    return out.transpose(1, 2), attn
+''',
+            "tied_row_attention": '''
+def tied_row_attention(msa, p, H, seq_mask=None, pos_mask=None):
+    B, S, L, D = msa.shape
+    width = D // H
+    real = torch.ones(B, S, dtype=torch.bool) if seq_mask is None else seq_mask.bool()
+
+    def heads(name):  # [B, H, L, S, D_H]
+        projected = torch.matmul(msa, p["W_" + name]).add(p["b_" + name])
+        return projected.unflatten(-1, (H, width)).permute(0, 3, 2, 1, 4)
+
+    queries = heads("q") * real[:, None, None, :, None]
+    logits = torch.matmul(queries.flatten(-2), heads("k").flatten(-2).mT)  # the rows' features side by side
+    logits = logits / (real.sum(-1) * width).to(logits.dtype).sqrt()[:, None, None, None]
+    if pos_mask is not None:
+        logits = logits.masked_fill(pos_mask.logical_not()[:, None, None, :], -torch.inf)
+    attn = logits.softmax(-1)
+    out = torch.matmul(attn, heads("v").flatten(-2)).unflatten(-1, (S, width))  # [B, H, L, S, D_H]
+    return out.permute(0, 3, 2, 1, 4).flatten(-2), attn
+''',
+            "score_entries": '''
+def score_entries(S, L, H, kind):
+    row, column = S * L * L, L * S * S
+    per_head = {"full": (S * L) ** 2, "row": row, "column": column, "axial": row + column}[kind]
+    return int(H * per_head)
+''',
+        },
+    ),
 ]

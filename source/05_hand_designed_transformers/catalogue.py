@@ -258,4 +258,50 @@ Vm_unique[3, 0] = 1.0
 ''',
         },
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (a +/- identity, the position as a "
+        "number, unique tokens by averaging over CLS and the other copies): an independent author, whom the "
+        "similarity report must not flag against the master",
+        replace={
+            "torch_transformer": '''
+class TorchTransformer(nn.Module):
+    def __init__(self, input_dim, qk_dim, v_dim, pos_dim=None, max_len=10):
+        super().__init__()
+        self.qk_dim = qk_dim
+        self.pos = None if pos_dim is None else nn.Embedding(max_len, pos_dim)
+        width = input_dim if pos_dim is None else input_dim + pos_dim
+        self.Qm, self.Km = (nn.Linear(width, qk_dim, bias=False) for _ in "qk")
+        self.Vm = nn.Linear(width, v_dim, bias=False)
+
+    def forward(self, seq):
+        parts = [seq]
+        if self.pos is not None:
+            parts.append(self.pos.weight[:len(seq)])
+        x = torch.hstack(parts)
+        scores = torch.matmul(self.Qm(x), self.Km(x).T) * self.qk_dim ** -0.5
+        return F.softmax(scores, dim=1) @ self.Vm(x)
+''',
+            "design_identity": '''
+signs = 2.0 * np.eye(3) - 1.0    # +1 on a token's own feature, -1 on the others
+Km_id = 4.0 * signs
+Qm_id = 4.0 * signs
+Vm_id = np.eye(3)
+''',
+            "design_first": '''
+pos_first = np.arange(4.0).reshape(4, 1)                  # d_pos = 1: the position itself
+Km_first = np.concatenate([np.zeros((3, 1)), [[-15.0]]])  # a key falls as its position grows
+Qm_first = np.concatenate([np.ones((3, 1)), [[0.0]]])     # every token asks the same
+Vm_first = np.concatenate([np.eye(3), np.zeros((1, 3))])
+''',
+            "design_unique": CLS_LINE + '''
+pos_unique = np.eye(5)
+asks = 10.0 * np.eye(4)
+asks[:3, 3] = 10.0  # a token's query matches CLS as strongly as another copy of itself
+Km_unique = np.block([[10.0 * np.eye(4), np.zeros((4, 5))], [np.zeros((5, 4)), 10.0 * np.eye(5)]])
+Qm_unique = np.block([[asks, np.zeros((4, 5))], [np.zeros((5, 4)), -10.0 * np.eye(5)]])  # never its own position
+# The mean over CLS and the other copies: +1 alone, (1 - 3 n) / (1 + n) <= -1 with n other copies.
+Vm_unique = np.array([[-3.0], [-3.0], [-3.0], [1.0], [0.0], [0.0], [0.0], [0.0], [0.0]])
+''',
+        },
+    ),
 ]

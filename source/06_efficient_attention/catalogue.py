@@ -377,4 +377,85 @@ def decode(X, W_q, W_k, W_v):
     return np.array(rows)
 '''},
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (a running log-sum-exp and an "
+        "output kept normalised, RoPE as complex rotations, a cache grown with vstack): an independent author, whom "
+        "the similarity report must not flag against the master",
+        replace={
+            "online": '''
+def combine(m1, s1, m2, s2):
+    m = np.maximum(m1, m2)
+    shift = np.where(np.isneginf(m), 0.0, m)  # two empty blocks stay empty
+    return m, s1 * np.exp(m1 - shift) + s2 * np.exp(m2 - shift)
+
+
+def online_softmax_stats(x, block):
+    values = np.asarray(x, dtype=float).ravel()
+    stats = (-np.inf, 0.0)
+    for i in range(0, values.size, block):
+        part = values[i:i + block]
+        stats = combine(*stats, part.max(), np.exp(part - part.max()).sum())
+    return float(stats[0]), float(stats[1])
+''',
+            "tiled": '''
+def tiled_attention(Q, K, V, block_q, block_k, causal=False):
+    n_q, n_k = len(Q), len(K)
+    out = np.empty((n_q, V.shape[1]))
+    computed = 0
+    for q0 in range(0, n_q, block_q):
+        q1 = min(q0 + block_q, n_q)
+        lse = np.full(q1 - q0, -np.inf)  # log of each row's softmax denominator so far
+        o = np.zeros((q1 - q0, V.shape[1]))  # each row's output so far, already normalised
+        for k0 in range(0, q1 if causal else n_k, block_k):
+            k1 = min(k0 + block_k, n_k)
+            scores = (Q[q0:q1] @ K[k0:k1].T) / np.sqrt(Q.shape[1])
+            computed += 1
+            if causal:
+                scores[np.arange(k0, k1)[None, :] > np.arange(q0, q1)[:, None]] = -np.inf
+            top = scores.max(axis=1, keepdims=True)
+            top[np.isneginf(top)] = 0.0  # a row whose keys here all come later adds nothing
+            p = np.exp(scores - top)
+            with np.errstate(divide="ignore"):
+                tile_lse = top[:, 0] + np.log(p.sum(axis=1))
+            new_lse = np.logaddexp(lse, tile_lse)
+            o = o * np.exp(lse - new_lse)[:, None] + (p @ V[k0:k1]) * np.exp(top[:, 0] - new_lse)[:, None]
+            lse = new_lse
+        out[q0:q1] = o
+    return out, computed
+''',
+            "cache": '''
+def attend_with_cache(q, k, v, K_cache, V_cache):
+    K_cache = np.vstack([K_cache, np.reshape(k, (1, -1))]).astype(float)
+    V_cache = np.vstack([V_cache, np.reshape(v, (1, -1))]).astype(float)
+    logits = K_cache.dot(q) / np.sqrt(K_cache.shape[1])
+    weights = np.exp(logits - np.logaddexp.reduce(logits))
+    return weights.dot(V_cache), K_cache, V_cache
+
+
+def decode(X, W_q, W_k, W_v):
+    caches = (np.empty((0, W_k.shape[1])), np.empty((0, W_v.shape[1])))
+    out = np.empty((len(X), W_v.shape[1]))
+    for t, row in enumerate(X):
+        out[t], *caches = attend_with_cache(row @ W_q, row @ W_k, row @ W_v, *caches)
+    return out
+''',
+            "rope": '''
+def rope(x, positions, base=10000.0):
+    x = np.asarray(x, dtype=float)
+    freqs = base ** (-2.0 * np.arange(x.shape[1] // 2) / x.shape[1])
+    turns = np.exp(1j * np.outer(np.asarray(positions, dtype=float), freqs))
+    z = (x[:, 0::2] + 1j * x[:, 1::2]) * turns  # each pair as one complex number, rotated
+    return np.stack([z.real, z.imag], axis=-1).reshape(x.shape)
+
+
+def decode_rope(X, W_q, W_k, W_v, base=10000.0):
+    caches = (np.empty((0, W_k.shape[1])), np.empty((0, W_v.shape[1])))
+    out = np.empty((len(X), W_v.shape[1]))
+    for t, row in enumerate(X):
+        q, k = (rope(np.atleast_2d(row @ W), [t], base)[0] for W in (W_q, W_k))
+        out[t], *caches = attend_with_cache(q, k, row @ W_v, *caches)
+    return out
+''',
+        },
+    ),
 ]

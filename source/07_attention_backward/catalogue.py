@@ -474,4 +474,114 @@ def flash_backward(Q, K, V, O, lse, dO, block_q, block_k, causal=False):
         edits=[("jacobian", "    D = (P * dP).sum(axis=1, keepdims=True)\n    return P * (dP - D)",
                 "    return np.stack([softmax_jacobian(p) @ g for p, g in zip(np.asarray(P), np.asarray(dP))])")],
     ),
+    Submission(
+        "alt-own-style", "every answer written independently, in a style of its own (log-sum-exp everywhere, a running "
+        "output kept normalised, grouped heads as one batched product): an independent author, whom the similarity "
+        "report must not flag against the master",
+        replace={
+            "jacobian": '''
+def softmax_jacobian(p):
+    p = np.asarray(p, dtype=float).reshape(-1)
+    return p[:, None] * (np.eye(p.size) - p[None, :])
+
+
+def softmax_backward(P, dP):
+    return P * dP - P * np.einsum("ij,ij->i", P, dP)[:, None]
+''',
+            "backward": '''
+def attention_backward(Q, K, V, dO, mask=None):
+    d = Q.shape[1]
+    S = Q @ K.T / np.sqrt(d)
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    P = np.exp(S - np.logaddexp.reduce(S, axis=1, keepdims=True))
+    dS = softmax_backward(P, dO @ V.T) / np.sqrt(d)  # the scale folded in once
+    return dS @ K, dS.T @ Q, P.T @ dO
+''',
+            "flash": '''
+def flash_forward(Q, K, V, block_q, block_k, causal=False):
+    n_q, n_k = len(Q), len(K)
+    O, lse = np.empty((n_q, V.shape[1])), np.empty(n_q)
+    for q0 in range(0, n_q, block_q):
+        q1 = min(q0 + block_q, n_q)
+        run_lse, run_o = np.full(q1 - q0, -np.inf), np.zeros((q1 - q0, V.shape[1]))
+        for k0 in range(0, q1 if causal else n_k, block_k):
+            k1 = min(k0 + block_k, n_k)
+            scores = Q[q0:q1] @ K[k0:k1].T / np.sqrt(Q.shape[1])
+            if causal:
+                scores[np.arange(k0, k1)[None, :] > np.arange(q0, q1)[:, None]] = -np.inf
+            new = np.logaddexp(run_lse, np.logaddexp.reduce(scores, axis=1))
+            run_o = run_o * np.exp(run_lse - new)[:, None] + np.exp(scores - new[:, None]) @ V[k0:k1]
+            run_lse = new
+        O[q0:q1], lse[q0:q1] = run_o, run_lse
+    return O, lse
+
+
+def flash_backward(Q, K, V, O, lse, dO, block_q, block_k, causal=False):
+    n_q, n_k = len(Q), len(K)
+    scale = Q.shape[1] ** -0.5
+    delta = np.einsum("ij,ij->i", dO, O)
+    dQ, dK, dV = np.zeros((n_q, Q.shape[1])), np.zeros((n_k, K.shape[1])), np.zeros((n_k, V.shape[1]))
+    count = 0
+    for k0 in range(0, n_k, block_k):
+        k1 = min(k0 + block_k, n_k)
+        first = (k0 // block_q) * block_q if causal else 0  # query blocks ending before key k0 see none of it
+        for q0 in range(first, n_q, block_q):
+            q1 = min(q0 + block_q, n_q)
+            count += 1
+            scores = Q[q0:q1] @ K[k0:k1].T * scale
+            if causal:
+                scores[np.arange(k0, k1)[None, :] > np.arange(q0, q1)[:, None]] = -np.inf
+            P = np.exp(scores - lse[q0:q1, None])
+            dS = P * (dO[q0:q1] @ V[k0:k1].T - delta[q0:q1, None]) * scale
+            dV[k0:k1] += P.T @ dO[q0:q1]
+            dQ[q0:q1] += dS @ K[k0:k1]
+            dK[k0:k1] += dS.T @ Q[q0:q1]
+    return dQ, dK, dV, count
+''',
+            "gqa": '''
+def gqa_attention(Q, K, V, causal=False):
+    G = len(K)
+    grouped = Q.reshape(G, -1, *Q.shape[1:])  # [G, H / G, L, d]: the heads that share a key and a value
+    S = np.matmul(grouped, K[:, None].swapaxes(-1, -2)) / np.sqrt(Q.shape[-1])
+    if causal:
+        S = np.where(np.tri(S.shape[-2], S.shape[-1], dtype=bool), S, -np.inf)
+    P = np.exp(S - np.logaddexp.reduce(S, axis=-1, keepdims=True))
+    return np.matmul(P, V[:, None]).reshape(len(Q), Q.shape[1], V.shape[-1])
+
+
+def gqa_backward(Q, K, V, dO, causal=False):
+    G, share = len(K), len(Q) // len(K)
+    mask = np.tri(Q.shape[1], K.shape[1], dtype=bool) if causal else None
+    grads = [attention_backward(Q[h], K[h // share], V[h // share], dO[h], mask) for h in range(len(Q))]
+    dQ = np.stack([g[0] for g in grads])
+    dK = np.stack([g[1] for g in grads]).reshape(G, share, *K.shape[1:]).sum(axis=1)
+    dV = np.stack([g[2] for g in grads]).reshape(G, share, *V.shape[1:]).sum(axis=1)
+    return dQ, dK, dV
+''',
+            "window": '''
+def window_attention(Q, K, V, window, block_q, block_k):
+    n = len(Q)
+    out = np.empty((n, V.shape[1]))
+    count = 0
+    for q0 in range(0, n, block_q):
+        q1 = min(q0 + block_q, n)
+        rows = np.arange(q0, q1)[:, None]
+        lse, o = np.full(q1 - q0, -np.inf), np.zeros((q1 - q0, V.shape[1]))
+        lowest = max(0, q0 - window + 1)  # the first key any row of the block sees
+        for k0 in range(lowest // block_k * block_k, q1, block_k):
+            k1 = min(k0 + block_k, n)
+            count += 1
+            cols = np.arange(k0, k1)[None, :]
+            scores = Q[q0:q1] @ K[k0:k1].T / np.sqrt(Q.shape[1])
+            scores[(cols > rows) | (cols <= rows - window)] = -np.inf
+            new = np.logaddexp(lse, np.logaddexp.reduce(scores, axis=1))
+            ref = np.where(np.isneginf(new), 0.0, new)  # a row that has met no key yet
+            o = o * np.exp(lse - ref)[:, None] + np.exp(scores - ref[:, None]) @ V[k0:k1]
+            lse = new
+        out[q0:q1] = o
+    return out, count
+''',
+        },
+    ),
 ]
