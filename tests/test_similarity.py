@@ -17,6 +17,7 @@ import pytest
 from attention_course.grading import similarity
 from attention_course.grading.course import ROOT, available, catalogue_path
 
+from tools.disguises import KINDS as DISGUISES
 from tools.disguises import disguised
 from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, disguise, load_catalogue, read_notebook,
                                write_class, write_notebook)
@@ -189,35 +190,37 @@ def test_a_solution_copied_by_many_is_common_code_unless_the_limit_is_raised(tmp
     assert "flagged" in run.stdout and assignment in run.stdout
 
 
-#: The disguises of tools/disguises.py besides renaming (which the class above already carries), one copy of the
-#: demo student's hand-in each.
-KINDS = ("restyle", "pad", "functional", "combined", "writefile")
+#: Every disguise of tools/disguises.py, one copy of the demo student's hand-in each, dealt to classes of eight:
+#: the demo student, the master's solution and two independent authors, and four disguised copies.
+KINDS = DISGUISES
+PER_CLASS = 4
 
 
 @pytest.fixture(scope="module")
 def disguised_classes(tmp_path_factory):
-    """Per assignment, a class of eight: the demo student, her copy disguised each way of KINDS, the master's
-    solution and a catalogue alternative in another style (independent authors), and a ninth where the catalogue
-    carries every answer written in a style of its own (``alt-own-style``, another independent author);
-    assignment -> pairs."""
+    """Per assignment, classes of eight: the demo student and four copies of her hand-in, each disguised one way of
+    KINDS; the master's solution, a catalogue alternative in another style and the catalogue's answer written in a
+    style of its own (``alt-own-style``), three independent authors; assignment -> pairs of every class."""
     out = {}
     for assignment in available():
-        course = tmp_path_factory.mktemp("disguises") / assignment
-        for part in ("source", "release"):
-            shutil.copytree(ROOT / part / assignment, course / part / assignment)
         catalogue = load_catalogue(catalogue_path(assignment))
         other = next(s for s in catalogue if s.name == OTHER_STYLE[assignment])
-        own = {s.name: s for s in catalogue}.get("alt-own-style")
-        write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED], "other-style": other,
-                                         **({"own-style": own} if own else {})})
-        names = [p.name for p in sorted((course / "source" / assignment).glob("*.ipynb"))]
-        original = {name: read_notebook(course / "submitted" / COPIED / assignment / name) for name in names}
-        for i, kind in enumerate(KINDS):
-            for name, nb in disguised(original, kind, seed=i).items():
-                write_notebook(nb, course / "submitted" / f"copy-{kind}" / assignment / name)
-        result = similarity.analyse(course, assignment)
-        assert len(result.students) == 8 + bool(own) and not result.skipped, result.skipped
-        out[assignment] = {frozenset(p["students"]): p for p in result.pairs}
+        own = next(s for s in catalogue if s.name == "alt-own-style")
+        out[assignment] = {}
+        for first in range(0, len(KINDS), PER_CLASS):
+            course = tmp_path_factory.mktemp("disguises") / assignment
+            for part in ("source", "release"):
+                shutil.copytree(ROOT / part / assignment, course / part / assignment)
+            write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED],
+                                             "other-style": other, "own-style": own})
+            names = [p.name for p in sorted((course / "source" / assignment).glob("*.ipynb"))]
+            original = {name: read_notebook(course / "submitted" / COPIED / assignment / name) for name in names}
+            for i, kind in enumerate(KINDS[first:first + PER_CLASS], start=first):
+                for name, nb in disguised(original, kind, seed=i).items():
+                    write_notebook(nb, course / "submitted" / f"copy-{kind}" / assignment / name)
+            result = similarity.analyse(course, assignment)
+            assert len(result.students) == 8 and not result.skipped, (result.students, result.skipped)
+            out[assignment].update({frozenset(p["students"]): p for p in result.pairs})
     return out
 
 
@@ -225,7 +228,7 @@ def disguised_classes(tmp_path_factory):
 def test_every_disguise_is_flagged_above_every_pair_of_independent_authors(disguised_classes, assignment):
     pairs = disguised_classes[assignment]
     score = lambda a, b: pairs.get(frozenset((a, b)), {"score": 0.0})["score"]  # noqa: E731
-    authors = [who for who in ("other-style", "own-style") if any(who in p for p in pairs)]
+    authors = ("other-style", "own-style")
     independent = max(score(a, who) for a in authors
                       for who in ("master", COPIED, *authors, *(f"copy-{k}" for k in KINDS)) if who != a)
     for kind in KINDS:
@@ -301,3 +304,19 @@ def test_the_page_meets_wcag_aa(reports):
     with chromium() as browser:
         failed = wcag_failures(browser, {"similarity": course / "report" / "similarity" / "06_efficient_attention.html"})
     assert not failed, failed
+
+
+def test_the_bench_class_flags_every_copied_author_above_every_pair_of_independent_authors(tmp_path):
+    """``make bench``'s class (tools/bench_similarity.py) at 60 hand-ins of 01: every author written in a style of
+    its own, copied once in each way of disguising, is flagged above every pair of independent authors, and none of those is flagged (the
+    500-hand-in run prints the same verdicts)."""
+    from tools.bench_similarity import copied_authors, verdicts, write_students
+
+    assignment = "01_self_attention"
+    course = tmp_path / "bench"
+    source = write_students(course, 60, assignment)
+    authors = {a.name for a in copied_authors(assignment)}
+    assert "alt-own-style" in authors and sum(who in authors for who in source.values()) == (1 + len(KINDS)) * len(authors)
+    similarity.write(course, assignment)
+    lines, holds = verdicts(course, source, assignment)
+    assert holds, lines

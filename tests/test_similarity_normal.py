@@ -68,6 +68,47 @@ def test_dead_code_and_harmless_statements():
          "    if False:\n        print('debug')\n    x.shape\n    print(y)\n    z = 0\n    return y * 2")
 
 
+def test_independent_statements_in_any_order_tuples_and_augmented_assignments():
+    same("def f(X, W, b, n):\n    q = X @ W\n    k = X @ b\n    s = 0\n    s = s + q.sum()\n    s = s + k.sum()\n"
+         "    out = []\n    out.append(q)\n    return q @ k.T * n, s, out",
+         "def f(X, W, b, n):\n    s = 0\n    k, q = X @ b, X @ W\n    s += q.sum()\n    s += k.sum()\n"
+         "    out = []\n    out.append(q)\n    return q @ k.T * n, s, out")
+    # what depends on what stays in its order: swapping the two sums is not the same code once s is read between
+    a = "def f(x):\n    s = x + 1\n    t = s * 2\n    s = x - 1\n    return s, t"
+    b = "def f(x):\n    s = x - 1\n    t = s * 2\n    s = x + 1\n    return s, t"
+    assert filtered(normalise(a))[0] != filtered(normalise(b))[0]
+    # elements of one array set in any order; an attribute of self set before or after another
+    same("def f():\n    K = np.zeros((3, 3))\n    K[0, 1] = 5.0\n    K[2, 2] = 1.0\n    return K",
+         "def f():\n    K = np.zeros((3, 3))\n    K[2, 2] = 1.0\n    K[0, 1] = 5.0\n    return K")
+    same("class M:\n    def __init__(self, d):\n        self.a = g(d)\n        self.b = h(d)",
+         "class M:\n    def __init__(self, d):\n        self.b, self.a = h(d), g(d)")
+
+
+def test_a_class_used_as_a_box_of_functions():
+    plain = "def attention(Q, K):\n    return softmax(Q @ K.T)\n\ndef softmax(S):\n    return S.exp() / S.exp().sum()"
+    same(plain,
+         "class Impl:\n    @staticmethod\n    def attention(Q, K):\n        return Impl.softmax(Q @ K.T)\n\n"
+         "    @staticmethod\n    def softmax(S):\n        return S.exp() / S.exp().sum()\n\n"
+         "attention = Impl.attention\nsoftmax = Impl.softmax",
+         "class Impl:\n    def attention(me, Q, K):\n        return softmax(Q @ K.T)\n\n"
+         "    def softmax(me, S):\n        return S.exp() / S.exp().sum()\n\n"
+         "impl = Impl()\nattention = impl.attention\nsoftmax = impl.softmax", api=frozenset({"attention", "softmax"}))
+    # a class whose methods read their instance is not a box
+    stateful = "class Impl:\n    def attention(self, Q, K):\n        return self.scale * (Q @ K.T)"
+    assert "class" in normalise(stateful)
+
+
+def test_a_list_made_before_other_statements_then_filled_by_a_loop():
+    same("def f(xs, n):\n    out = []\n    m = n + 1\n    for x in xs:\n        out.append(x * m)\n    return out",
+         "def f(xs, n):\n    m = n + 1\n    return [x * m for x in xs]",
+         "def f(xs, n):\n    m = n + 1\n    out = []\n    for x in xs:\n        out.append(x * m)\n"
+         "        unused = len([])\n    return out")  # an append loop once what does nothing is gone
+
+
+def test_an_underscore_is_a_name_like_any_other():
+    same("def f(T):\n    H, _, D = T.shape\n    return H * D", "def f(T):\n    H, unused, D = T.shape\n    return H * D")
+
+
 def test_cell_magics_line_magics_and_exec_strings():
     plain = "def f(a, b):\n    return a @ b"
     same(plain, f"%%writefile impl.py\n{plain}\n", f"%%capture\n{plain}\n", f"exec({plain!r})",

@@ -10,6 +10,10 @@ computes:
 * ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...);
 * ``functional``: operators as functions (``np.matmul``, ``torch.add``...), matrix products in PyTorch as
   ``torch.einsum``, ``x / sqrt(d)`` as ``x * (1 / np.sqrt(d))``, an axis keyword as a positional argument;
+* ``reorder``: adjacent independent assignments swapped or merged into one tuple assignment, tuple assignments
+  split, ``x = x + y`` written ``x += y``;
+* ``box``: each cell's functions put in a class as static methods (or as methods of an instance, ``self`` unused),
+  their names bound again after it (``f = _Answers.f``);
 * ``combined``: all of the above;
 * ``writefile``: the answers written into a module by a ``%%writefile`` cell, which each answer cell imports.
 """
@@ -22,7 +26,7 @@ import random
 
 from attention_course.grading.cells import cell_source
 
-KINDS = ("names", "restyle", "pad", "functional", "combined", "writefile")
+KINDS = ("names", "restyle", "pad", "functional", "reorder", "box", "combined", "writefile")
 _MODULE = "attention_impl"
 
 
@@ -161,6 +165,103 @@ def functional(tree: ast.Module, rng, module: str) -> ast.Module:
     return _Functional(module).visit(tree)
 
 
+# ---- reorder ----------------------------------------------------------------------------------------------------
+
+def _stored(node) -> set:
+    """The names a statement rebinds or changes (the object of ``x[i] = ...`` and ``x.a = ...`` too)."""
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store):
+            out |= {m.id for m in ast.walk(n.value) if isinstance(m, ast.Name)}
+    return out
+
+
+def _loaded(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _independent(a, b) -> bool:
+    simple = (ast.Assign, ast.AugAssign, ast.AnnAssign)
+    return isinstance(a, simple) and isinstance(b, simple) and not _stored(a) & (_stored(b) | _loaded(b)) \
+        and not _stored(b) & _loaded(a)
+
+
+class _Reorder(ast.NodeTransformer):
+    """Adjacent independent assignments swapped, or merged into one tuple assignment; tuple assignments split; and
+    ``x = x + y`` written ``x += y``."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def _block(self, block: list) -> list:
+        out, i = [], 0
+        while i < len(block):
+            a = block[i]
+            b = block[i + 1] if i + 1 < len(block) else None
+            if b is not None and _independent(a, b):
+                plain = all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                            for s in (a, b))
+                if plain and self.rng.random() < 0.5:
+                    out.append(ast.Assign([ast.Tuple([b.targets[0], a.targets[0]], ast.Store())],
+                                          ast.Tuple([b.value, a.value], ast.Load())))
+                else:
+                    out += [b, a]
+                i += 2
+                continue
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Tuple) \
+                    and isinstance(a.value, ast.Tuple) and len(a.value.elts) == len(a.targets[0].elts) \
+                    and all(isinstance(t, ast.Name) for t in a.targets[0].elts) \
+                    and not {t.id for t in a.targets[0].elts} & _loaded(a.value):
+                out += [ast.Assign([t], v) for t, v in zip(a.targets[0].elts, a.value.elts)]
+            elif isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) \
+                    and isinstance(a.value, ast.BinOp) and isinstance(a.value.left, ast.Name) \
+                    and a.value.left.id == a.targets[0].id:
+                out.append(ast.AugAssign(ast.Name(a.targets[0].id, ast.Store()), a.value.op, a.value.right))
+            else:
+                out.append(a)
+            i += 1
+        return out
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                setattr(node, field, self._block(block))
+        return node
+
+
+def reorder(tree: ast.Module, rng) -> ast.Module:
+    return _Reorder(rng).visit(tree)
+
+
+# ---- box --------------------------------------------------------------------------------------------------------
+
+def box(tree: ast.Module, rng) -> ast.Module:
+    """The cell's functions as static methods of a class (or methods of an instance that never read ``self``),
+    each name bound again at the top level after it."""
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.decorator_list]
+    if not functions:
+        return tree
+    instance = rng.random() < 0.5
+    for f in functions:
+        if instance:
+            f.args.args.insert(0, ast.arg("this"))
+        else:
+            f.decorator_list.append(ast.Name("staticmethod", ast.Load()))
+    owner = ast.Name("_Answers", ast.Load())
+    rest = [n for n in tree.body if n not in functions]
+    head = [ast.ClassDef("_Answers", [], [], functions, [])]
+    if instance:
+        head.append(ast.parse("_answers = _Answers()").body[0])
+        owner = ast.Name("_answers", ast.Load())
+    aliases = [ast.Assign([ast.Name(f.name, ast.Store())], ast.Attribute(owner, f.name, ast.Load())) for f in functions]
+    tree.body = head + aliases + rest
+    return tree
+
+
 # ---- the kinds --------------------------------------------------------------------------------------------------
 
 def disguised(notebooks: dict[str, dict], kind: str, seed: int = 0) -> dict[str, dict]:
@@ -181,9 +282,10 @@ def disguised(notebooks: dict[str, dict], kind: str, seed: int = 0) -> dict[str,
             except SyntaxError:
                 continue
             module = "torch" if "torch." in source and "np." not in source else "np"
-            for step in (("functional", "restyle", "pad") if kind == "combined" else (kind,)):
+            for step in (("functional", "restyle", "reorder", "pad", "box") if kind == "combined" else (kind,)):
                 tree = {"restyle": lambda t: restyle(t, rng), "pad": lambda t: pad(t, rng),
-                        "functional": lambda t: functional(t, rng, module)}[step](tree)
+                        "functional": lambda t: functional(t, rng, module), "reorder": lambda t: reorder(t, rng),
+                        "box": lambda t: box(t, rng)}[step](tree)
             cell["source"] = ast.unparse(ast.fix_missing_locations(tree))
     return out
 

@@ -20,9 +20,13 @@ helper defined in one cell and used in another is seen as such.
 * call forms: a module function that has a method form as the method (``np.sum(x, axis=-1)`` as
   ``x.sum(-1)``), ``dim`` / ``keepdim`` as ``axis`` / ``keepdims``, an axis keyword as the positional argument,
   keyword arguments in name order;
-* statement forms: a loop that only appends to a list made just before it as a comprehension; a temporary read
+* statement forms: a loop that only appends to a list made before it (nothing in between using the list) as a
+  comprehension; a temporary read
   once put where it is read; a helper whose body is one ``return`` put where it is called (and dropped when nothing
   calls it any more and the release does not name it);
+* a class used only as a box of functions (its functions put at the top level); a tuple assignment as one
+  assignment per name; ``x += y`` as ``x = x + y``; the order of statements that do not depend on each other
+  (:mod:`.similarity_blocks`);
 * the order of definitions (a name-free order) and a method's first parameter (``self``).
 """
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 
+from .similarity_blocks import canonical_order, hoist_namespaces, plain_augmented, split_tuples
 from .similarity_forms import Forms, Replace, blocks, loads, module_call, name_of, stores
 from .similarity_inline import inline_helpers
 from .similarity_read import parse_code
@@ -97,6 +102,9 @@ def _counting_while(start, loop) -> ast.For | None:
             and isinstance(loop, ast.While) and not loop.orelse and loop.body):
         return None
     name, test, step = start.targets[0].id, loop.test, loop.body[-1]
+    if isinstance(step, ast.Assign) and len(step.targets) == 1 and isinstance(step.value, ast.BinOp) \
+            and name_of(step.value.left) == name:  # i = i + 1, as i += 1 is printed
+        step = ast.AugAssign(step.targets[0], step.value.op, step.value.right)
     if not (isinstance(test, ast.Compare) and name_of(test.left) == name and len(test.ops) == 1
             and isinstance(test.ops[0], ast.Lt) and isinstance(step, ast.AugAssign) and name_of(step.target) == name
             and isinstance(step.op, ast.Add) and isinstance(step.value, ast.Constant) and step.value.value == 1):
@@ -119,21 +127,31 @@ def _comprehensions(body: list) -> list:
         if loop is not None:
             body[i:i + 2] = [loop]
         i += 1
-    out, i = [], 0
-    while i < len(body):
-        node = body[i]
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
-                (isinstance(node.value, ast.List) and not node.value.elts or
-                 isinstance(node.value, ast.Call) and name_of(node.value.func) == "list" and not node.value.args) and \
-                i + 1 < len(body):
-            found = _append_loop(body[i + 1], node.targets[0].id)
-            if found:
-                out.append(ast.Assign([node.targets[0]], ast.ListComp(found[0], found[1])))
-                i += 2
-                continue
+    out = []
+    for node in body:
+        made = next((j for j in range(len(out) - 1, -1, -1) if _empty_list(out[j]) is not None
+                     and _append_loop(node, _empty_list(out[j])) is not None
+                     and not any(_empty_list(out[j]) in _mentioned(s) for s in out[j + 1:])), None)
+        if made is not None:  # the list made before the loop (other statements in between), filled by it
+            name = _empty_list(out[made])
+            element, generators = _append_loop(node, name)
+            del out[made]
+            node = ast.Assign([ast.Name(name, ast.Store())], ast.ListComp(element, generators))
         out.append(node)
-        i += 1
     return out
+
+
+def _empty_list(node) -> str | None:
+    """The name of ``name = []`` or ``name = list()``, else None."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and \
+            (isinstance(node.value, ast.List) and not node.value.elts or
+             isinstance(node.value, ast.Call) and name_of(node.value.func) == "list" and not node.value.args):
+        return node.targets[0].id
+    return None
+
+
+def _mentioned(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _inline_temporaries(func) -> None:
@@ -199,7 +217,7 @@ class _Statements(ast.NodeTransformer):
             for one in node if isinstance(node, list) else [node]:
                 dead = _dead(one)
                 out += [one] if dead is None else self._clean(dead)
-        return _comprehensions(out)
+        return plain_augmented(_comprehensions(split_tuples(out)))
 
     def _body(self, body: list) -> list:
         return self._clean(body) or [ast.Pass()]
@@ -216,6 +234,8 @@ class _Statements(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
         _drop_unread(node)
+        for block in list(blocks(node)):  # loops that only append once what did nothing is gone
+            block[:] = _comprehensions(block) or [ast.Pass()]
         _inline_temporaries(node)
         node.body = _comprehensions(node.body) or [ast.Pass()]
         return node
@@ -240,7 +260,7 @@ class _Order(ast.NodeTransformer):
             run = []
             if node is not None:
                 out.append(node)
-        return out
+        return canonical_order(out, _shape)
 
     def visit_ClassDef(self, node):
         for method in node.body:  # a method's first parameter is `self`, whatever it was called
@@ -282,7 +302,7 @@ def normalise_all(sources: list[str], api: frozenset = frozenset()) -> str:
         else:
             body += statements
     try:
-        tree = Forms().visit(ast.Module(body, []))
+        tree = Forms().visit(hoist_namespaces(ast.Module(body, [])))
         tree = _Statements().visit(tree)
         for node in inline_helpers(tree, set(api)):  # what a helper was put into is looked at again
             i = tree.body.index(node)

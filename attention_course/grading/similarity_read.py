@@ -101,7 +101,7 @@ def filtered(code: str):
                         tokenize.ENCODING, tokenize.ENDMARKER) or not text:
                 continue
             if kind == tokenize.NAME and (previous == "." or not (
-                    keyword.iskeyword(text) or keyword.issoftkeyword(text) or text in kept)):
+                    keyword.iskeyword(text) or text in kept)):  # soft keywords (`_`, `match`) are names
                 text = "F" if previous == "def" else "O" if previous == "class" else "V"
             elif kind == tokenize.STRING or kind in (getattr(tokenize, "FSTRING_START", -1),):
                 text = "S"
