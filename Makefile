@@ -77,9 +77,9 @@ check: $(STAMP) ## Lint (ruff) and the fast tests: no grading run, server or bro
 test: $(STAMP) ## Run every test: package, release, real grading runs, hostile hand-ins, exchange, PostgreSQL, Dask, browser, in four processes on 2 cores (some wait on a server, a browser or a sleeping hand-in while others compute); the representative part of each catalogue, entries touching different cells sharing a hand-in (make sweep takes all, each alone) (~10 min; docs/testing.md)
 	$(BIN)/python -m pytest -q -n 4 --no-loadscope-reorder
 
-sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part); run it after changing a master, a catalogue or the grader (~20 min)
+sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (make test takes a representative part), and every disguised copy of the similarity tests graded; run it after changing a master, a catalogue, the grader or a disguise (~23 min)
 	ATTENTION_SWEEP=1 $(BIN)/python -m pytest -q -n 3 tests/test_grading.py tests/test_security.py \
-	  tests/test_accessibility.py tests/test_release.py
+	  tests/test_accessibility.py tests/test_release.py tests/test_similarity.py
 
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
 	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)

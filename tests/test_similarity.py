@@ -16,6 +16,7 @@ import pytest
 
 from attention_course.grading import similarity
 from attention_course.grading.course import ROOT, available, catalogue_path
+from conftest import SWEEP
 
 from tools.disguises import KINDS as DISGUISES
 from tools.disguises import disguised
@@ -320,3 +321,29 @@ def test_the_bench_class_flags_every_copied_author_above_every_pair_of_independe
     similarity.write(course, assignment)
     lines, holds = verdicts(course, source, assignment)
     assert holds, lines
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SWEEP, reason="make sweep grades every disguised copy")
+@pytest.mark.parametrize("assignment", available())
+def test_a_disguised_copy_earns_what_its_original_earns(tmp_path, assignment):
+    """The disguises are what a student could hand in: each copy of the demo student's hand-in and of the
+    independent author's (every kind of tools/disguises.py) earns exactly the autograded points of its original."""
+    from harness import course_autograde, read_scores, released_course
+
+    catalogue = load_catalogue(catalogue_path(assignment))
+    course = released_course(tmp_path, [assignment])
+    write_class(course, assignment, {COPIED: demo_roster(catalogue)[COPIED],
+                                     "own": next(s for s in catalogue if s.name == "alt-own-style")})
+    names = [p.name for p in sorted((course / "release" / assignment).glob("*.ipynb"))]
+    for base in (COPIED, "own"):
+        original = {name: read_notebook(course / "submitted" / base / assignment / name) for name in names}
+        for i, kind in enumerate(KINDS):
+            for name, nb in disguised(original, kind, seed=i).items():
+                write_notebook(nb, course / "submitted" / f"{base}-{kind}" / assignment / name)
+    course_autograde(course, assignment)
+    scores = read_scores(course, assignment)
+    auto = {who: {cell: v[0] for cell, v in cells.items() if not v[2]} for who, cells in scores.items()}
+    differ = {f"{base}-{kind}": {c: (auto[base][c], p) for c, p in auto[f"{base}-{kind}"].items() if p != auto[base][c]}
+              for base in (COPIED, "own") for kind in KINDS}
+    assert not any(differ.values()), {who: d for who, d in differ.items() if d}

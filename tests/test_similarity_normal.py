@@ -113,6 +113,9 @@ def test_cell_magics_line_magics_and_exec_strings():
     plain = "def f(a, b):\n    return a @ b"
     same(plain, f"%%writefile impl.py\n{plain}\n", f"%%capture\n{plain}\n", f"exec({plain!r})",
          f"%time exec({plain!r})")
+    # magics and shell escapes that hold no code are commands, not code of one's own
+    same(plain, f"%matplotlib inline\n{plain}", f"!pip install numpy\n{plain}\n%run -i impl.py",
+         f"files = !ls\n{plain}")
 
 
 def test_imports_are_not_code_of_ones_own():

@@ -3,19 +3,21 @@
 Each kind rewrites every answer cell of a hand-in (the cells nbgrader marks as solutions) and keeps what it
 computes:
 
-* ``names``: every local name renamed, comments dropped, docstrings replaced, functions reordered
+* ``names``: every local name renamed (parameters kept: callers name them), comments dropped, docstrings
+  replaced, functions reordered
   (:func:`tools.submissions.disguise`);
 * ``restyle``: comprehensions written as loops and loops that append as comprehensions, and in each function one
   expression moved into a helper function of its own;
 * ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...);
 * ``functional``: operators as functions (``np.matmul``, ``torch.add``...), matrix products in PyTorch as
-  ``torch.einsum``, ``x / sqrt(d)`` as ``x * (1 / np.sqrt(d))``, an axis keyword as a positional argument;
+  ``torch.einsum``, ``x / sqrt(d)`` as ``x * (1 / sqrt(d))``, an axis keyword as a positional argument;
 * ``reorder``: adjacent independent assignments swapped or merged into one tuple assignment, tuple assignments
   split, ``x = x + y`` written ``x += y``;
 * ``box``: each cell's functions put in a class as static methods (or as methods of an instance, ``self`` unused),
   their names bound again after it (``f = _Answers.f``);
 * ``combined``: all of the above;
-* ``writefile``: the answers written into a module by a ``%%writefile`` cell, which each answer cell imports.
+* ``writefile``: the answers written into a module by a ``%%writefile`` cell, which each answer cell runs in the
+  notebook's namespace (``%run -i``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def _answer_cells(nb: dict):
 
 class _Restyle(ast.NodeTransformer):
     def __init__(self, rng):
-        self.rng, self.helpers, self.count = rng, [], 0
+        self.rng, self.helpers, self.count, self.scopes = rng, [], 0, []
 
     def _body(self, body):  # (its statements were visited by generic_visit)
         out = []
@@ -68,12 +70,17 @@ class _Restyle(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node):
+        bound = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs} | \
+            {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.scopes.append(bound)
         self.generic_visit(node)
-        local = {a.arg for a in node.args.args} | {n.id for n in ast.walk(node)
-                                                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.scopes.pop()
+        local = set().union(bound, *self.scopes)  # names of this function and of those it is nested in
         for stmt in node.body:  # the first assignment of a computed value: into a helper of its own
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.BinOp, ast.Call)):
-                free = sorted({n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and n.id in local})
+                inner = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                inner |= {a.arg for n in ast.walk(stmt.value) if isinstance(n, ast.Lambda) for a in n.args.args}
+                free = sorted({n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and n.id in local} - inner)
                 if len(free) >= 1:
                     self.count += 1
                     name = f"_step_{node.name}_{self.count}"
@@ -143,8 +150,7 @@ class _Functional(ast.NodeTransformer):
             return _call("np", "matmul", node.left, node.right)
         if isinstance(node.op, ast.Div) and isinstance(node.right, ast.Call) and \
                 isinstance(node.right.func, ast.Attribute) and node.right.func.attr == "sqrt":
-            return ast.BinOp(node.left, ast.Mult(), ast.BinOp(ast.Constant(1), ast.Div(),
-                                                              _call(self.module, "sqrt", *node.right.args)))
+            return ast.BinOp(node.left, ast.Mult(), ast.BinOp(ast.Constant(1), ast.Div(), node.right))
         names = {ast.Add: "add", ast.Mult: "multiply" if self.module == "np" else "mul"}
         if type(node.op) in names and not any(isinstance(x, ast.Constant) for x in (node.left, node.right)):
             return _call(self.module, names[type(node.op)], node.left, node.right)
@@ -308,6 +314,6 @@ def _writefile(notebooks: dict[str, dict]) -> dict[str, dict]:
         first = nb["cells"].index(answers[0])
         nb["cells"].insert(first, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                                    "source": f"%%writefile {_MODULE}.py\n{module}\n"})
-        for cell in answers:
-            cell["source"] = f"from {_MODULE} import *"
+        for cell in answers:  # run in the notebook's namespace: the answers see what the notebook defines
+            cell["source"] = f"%run -i {_MODULE}.py"
     return out

@@ -308,7 +308,8 @@ def demo_roster(catalogue: list[Submission]) -> dict:
 
 
 class _Rename(ast.NodeTransformer):
-    """Renames every name bound inside a function (arguments, assignments, loop and comprehension variables)."""
+    """Renames every name bound inside a function (assignments, loop and comprehension variables) but its
+    parameters, which callers may name (``softmax(S, axis=0)``, ``attention_head(X, **head)``)."""
 
     def __init__(self, rng):
         self.rng, self.names = rng, {}
@@ -319,18 +320,18 @@ class _Rename(ast.NodeTransformer):
         return self.names[name]
 
     def visit_FunctionDef(self, node):
-        local = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
-        local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        params = {a.arg for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.Lambda))
+                  for a in n.args.args + n.args.kwonlyargs + n.args.posonlyargs}
+        local = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - params
         for sub in ast.walk(node):
-            if isinstance(sub, ast.arg) and sub.arg in local:
-                sub.arg = self.new(sub.arg)
-            elif isinstance(sub, ast.Name) and sub.id in local:
+            if isinstance(sub, ast.Name) and sub.id in local:
                 sub.id = self.new(sub.id)
         return node
 
 
 def disguise(notebooks: dict[str, dict], seed: int = 0) -> dict[str, dict]:
-    """A copy dressed up to pass for someone else's work: in every answer cell each local name renamed, comments
+    """A copy dressed up to pass for someone else's work: in every answer cell each local name renamed (not the
+    parameters: callers name them), comments
     dropped, docstrings replaced, the code printed again from its syntax tree and its functions in reverse order."""
     import random
 

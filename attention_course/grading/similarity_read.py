@@ -3,7 +3,8 @@ normalises in between). Parsed and tokenised, never run.
 
 * :func:`parse_code`: a cell's or a file's statements, with the code that cell magics (``%%writefile``,
   ``%%capture``, ``%%time``...), line magics, and ``exec`` / ``eval`` / ``compile`` of a constant string hold parsed
-  in as statements of their own;
+  in as statements of their own, and the magics and shell escapes that hold no code (``%run -i impl.py``,
+  ``%matplotlib inline``, ``!pip ...``) left out;
 * :func:`filtered`: copydetect's tokenised form of normalised code, from Python's own tokeniser.
 """
 
@@ -16,7 +17,7 @@ from .cells import python_source
 from .similarity_forms import name_of
 
 _MAGIC_CELL = re.compile(r"\A\s*%%(\w+)[^\n]*\n(?P<body>.*)\Z", re.S)
-_IPYTHON = re.compile(r"(?m)^\s*[%!]|\?\s*$")  # IPython syntax: magics, shell escapes, help
+_IPYTHON = re.compile(r"(?m)^\s*[%!]|=\s*[%!]|\?\s*$")  # IPython syntax: magics, shell escapes (x = !ls), help
 _HOLDS_CODE = re.compile(r"%|\b(exec|eval|compile)\s*\(")
 _CODE_MAGICS = {"writefile", "file", "capture", "time", "timeit", "prun", "python", "python3", "debug", "px"}
 
@@ -27,6 +28,8 @@ class _Magics(ast.NodeTransformer):
     def visit_Expr(self, node):
         self.generic_visit(node)
         code = _held_code(node.value)
+        if code is None and _ipython_command(node.value):
+            return None  # %run -i impl.py, %matplotlib inline, !pip ...: a command, no code of one's own
         return code if code is not None else node
 
     def visit_Assign(self, node):
@@ -54,6 +57,14 @@ def _held_code(call) -> list | None:
         return None
 
 
+def _ipython_command(call) -> bool:
+    """Whether an expression is IPython's form of a magic or a shell escape (``get_ipython().run_line_magic(...)``,
+    ``.run_cell_magic``, ``.system``, ``.getoutput``)."""
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+        and call.func.attr in ("run_line_magic", "run_cell_magic", "system", "getoutput") \
+        and isinstance(call.func.value, ast.Call) and name_of(call.func.value.func) == "get_ipython"
+
+
 def _constant(node):
     return node.value if isinstance(node, ast.Constant) else None
 
@@ -66,7 +77,7 @@ def parse_code(source: str) -> list | None:
         source = match.group("body")
     try:
         tree = ast.parse(python_source(source) if _IPYTHON.search(source) else source)
-        return _Magics().visit(tree).body if _HOLDS_CODE.search(source) else tree.body
+        return _Magics().visit(tree).body if _HOLDS_CODE.search(source) or _IPYTHON.search(source) else tree.body
     except (SyntaxError, ValueError, RecursionError):
         return None
 
