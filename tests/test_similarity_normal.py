@@ -84,6 +84,20 @@ def test_independent_statements_in_any_order_tuples_and_augmented_assignments():
          "class M:\n    def __init__(self, d):\n        self.b, self.a = h(d), g(d)")
 
 
+def test_operands_of_commutative_operators_and_comparisons_in_any_order():
+    same("def f(X, W, b, n, i):\n    return (X @ W + b * 2 - n, i < n, i == 0, i >= 1)",
+         "def f(X, W, b, n, i):\n    return (-n + (2 * b + X @ W), n > i, 0 == i, 1 <= i)")
+    for a, b in (("a - b * 2", "a * 2 - b"), ("a < b + 1", "a + 1 < b"), ("a @ b + c", "a @ (b + c)")):
+        assert filtered(normalise(f"def f(a, b, c):\n    return {a}"))[0] != \
+            filtered(normalise(f"def f(a, b, c):\n    return {b}"))[0], (a, b)
+
+
+def test_a_try_whose_handlers_raise_again_is_its_body():
+    same("def f(x):\n    y = g(x)\n    return y + 1",
+         "def f(x):\n    try:\n        y = g(x)\n        return y + 1\n    except Exception:\n        raise")
+    assert "except" in normalise("def f(x):\n    try:\n        return g(x)\n    except ValueError:\n        return 0")
+
+
 def test_a_class_used_as_a_box_of_functions():
     plain = "def attention(Q, K):\n    return softmax(Q @ K.T)\n\ndef softmax(S):\n    return S.exp() / S.exp().sum()"
     same(plain,

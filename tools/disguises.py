@@ -8,11 +8,13 @@ computes:
   (:func:`tools.submissions.disguise`);
 * ``restyle``: comprehensions written as loops and loops that append as comprehensions, and in each function one
   expression moved into a helper function of its own;
-* ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...);
+* ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...), and
+  each function's body in ``try: ... except Exception: raise``;
 * ``functional``: operators as functions (``np.matmul``, ``torch.add``...), matrix products in PyTorch as
   ``torch.einsum``, ``x / sqrt(d)`` as ``x * (1 / sqrt(d))``, an axis keyword as a positional argument;
 * ``reorder``: adjacent independent assignments swapped or merged into one tuple assignment, tuple assignments
-  split, ``x = x + y`` written ``x += y``;
+  split, ``x = x + y`` written ``x += y``, the operands of ``+`` and ``*`` swapped (``b + X @ W``), comparisons
+  turned round (``n > i`` for ``i < n``);
 * ``box``: each cell's functions put in a class as static methods (or as methods of an instance, ``self`` unused),
   their names bound again after it (``f = _Answers.f``);
 * ``combined``: all of the above;
@@ -126,7 +128,12 @@ class _Pad(ast.NodeTransformer):
 
 
 def pad(tree: ast.Module, rng) -> ast.Module:
-    return _Pad(rng).visit(tree)
+    tree = _Pad(rng).visit(tree)
+    for node in ast.walk(tree):  # and each function's body in a try whose handler raises again
+        if isinstance(node, ast.FunctionDef):
+            node.body = [ast.Try(node.body, [ast.ExceptHandler(ast.Name("Exception", ast.Load()), None, [ast.Raise()])],
+                                 [], [])]
+    return tree
 
 
 # ---- functional -------------------------------------------------------------------------------------------------
@@ -236,6 +243,24 @@ class _Reorder(ast.NodeTransformer):
             block = getattr(node, field, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 setattr(node, field, self._block(block))
+        return node
+
+    def visit_BinOp(self, node):
+        """``X @ W + b`` as ``b + X @ W``, ``2 * x`` as ``x * 2``: operands swapped where one is a matrix product or
+        a number (so neither is a list, a tuple or a string, which do not commute)."""
+        self.generic_visit(node)
+        swappable = lambda x: isinstance(x, ast.BinOp) and isinstance(x.op, ast.MatMult) or \
+            isinstance(x, ast.Constant) and type(x.value) in (int, float)  # noqa: E731
+        if isinstance(node.op, (ast.Add, ast.Mult)) and (swappable(node.left) or swappable(node.right)) \
+                and self.rng.random() < 0.7:
+            node.left, node.right = node.right, node.left
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        flipped = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+        if len(node.ops) == 1 and type(node.ops[0]) in flipped:
+            return ast.Compare(node.comparators[0], [flipped[type(node.ops[0])]()], [node.left])
         return node
 
 

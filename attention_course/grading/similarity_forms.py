@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 
 
 # ---- what the normaliser's passes share ----------------------------------------------------------------------
@@ -60,6 +61,14 @@ def blocks(tree):
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
                 yield block
 
+
+
+def shape(node) -> str:
+    """A piece of code with every name erased: the same however its names were chosen."""
+    text = ast.dump(node, annotate_fields=False)
+    for kind in ("Name", "arg", "FunctionDef", "ClassDef", "Attribute", "alias"):
+        text = text.replace(f"{kind}('", f"{kind}(_'")
+    return re.sub(r"_'[^']*'", "_", text)
 
 
 # ---- forms ------------------------------------------------------------------------------------------------------
@@ -190,4 +199,52 @@ class Forms(ast.NodeTransformer):
                         and isinstance(y.right.op, ast.USub) and isinstance(y.right.operand, ast.Constant) \
                         and y.right.operand.value == 0.5:  # x * y ** -0.5
                     return ast.BinOp(x, ast.Div(), _sqrt(y.left))
+        return node
+
+
+# ---- commutative operands ---------------------------------------------------------------------------------------
+
+_COMMUTATIVE = (ast.Add, ast.Mult, ast.BitAnd, ast.BitOr, ast.BitXor)
+_FLIPPED = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}
+
+
+class Commutative(ast.NodeTransformer):
+    """The operands of a commutative operator in a name-free order (a chain ``a + b + c`` as one list of terms, ``a -
+    b`` as ``a + -b``), the two sides of ``==`` and ``!=`` likewise, ``b > a`` as ``a < b``; so ``b + X @ W`` and ``X @
+    W + b`` are one form. (For the report only: ``+`` of lists does not commute, which a copy cannot use.)"""
+
+    def _terms(self, node, op) -> list:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and op is ast.Add:
+            return self._terms(node.left, op) + [ast.UnaryOp(ast.USub(), node.right)]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, op):
+            return self._terms(node.left, op) + self._terms(node.right, op)
+        return [node]
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        op = next((o for o in _COMMUTATIVE if isinstance(node.op, o)), None)
+        if op is None and isinstance(node.op, ast.Sub):
+            op = ast.Add
+        if op is None:
+            return node
+        terms = sorted(self._terms(node, op), key=shape)
+        out = terms[0]
+        for term in terms[1:]:
+            out = ast.BinOp(out, op(), term)
+        return out
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        node.values.sort(key=shape)
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) != 1:
+            return node
+        left, right, op = node.left, node.comparators[0], type(node.ops[0])
+        if op in _FLIPPED:
+            return ast.Compare(right, [_FLIPPED[op]()], [left])
+        if op in (ast.Eq, ast.NotEq) and shape(right) < shape(left):
+            return ast.Compare(right, [op()], [left])
         return node

@@ -10,8 +10,8 @@ helper defined in one cell and used in another is seen as such.
 
 * comments, formatting, docstrings and other bare strings (the code is printed again from its syntax tree);
 * dead code: ``pass``, expressions with no effect (a bare name, a constant, an attribute, a call of a pure function
-  or of ``print``), asserts and ``if`` of a constant, ``x = x``, ``del``, and in a function, names assigned and
-  never read;
+  or of ``print``), asserts and ``if`` of a constant, ``x = x``, ``del``, a ``try`` whose every handler raises again,
+  and in a function, names assigned and never read;
 * operators written as functions or methods: ``np.matmul``, ``np.dot``, ``torch.matmul``, ``mm``, ``bmm`` as ``@``;
   ``add``, ``subtract``, ``multiply``, ``divide``, ``power`` (NumPy's and PyTorch's names) as ``+ - * / **``; a
   two-operand ``einsum`` that is a matrix product (batched or not, with either operand transposed) as ``@``; the
@@ -27,16 +27,17 @@ helper defined in one cell and used in another is seen as such.
 * a class used only as a box of functions (its functions put at the top level); a tuple assignment as one
   assignment per name; ``x += y`` as ``x = x + y``; the order of statements that do not depend on each other
   (:mod:`.similarity_blocks`);
+* the operands of ``+`` (``a - b`` as ``a + -b``), ``*``, ``&``, ``|``, ``^``, ``==``, ``!=``, ``and``, ``or`` in a
+  name-free order, and ``b > a`` as ``a < b`` (:class:`.similarity_forms.Commutative`);
 * the order of definitions (a name-free order) and a method's first parameter (``self``).
 """
 
 from __future__ import annotations
 
 import ast
-import re
 
 from .similarity_blocks import canonical_order, hoist_namespaces, plain_augmented, split_tuples
-from .similarity_forms import Forms, Replace, blocks, loads, module_call, name_of, stores
+from .similarity_forms import Commutative, Forms, Replace, blocks, loads, module_call, name_of, shape, stores
 from .similarity_inline import inline_helpers
 from .similarity_read import parse_code
 
@@ -69,6 +70,9 @@ def _dead(node) -> list | None:
         return []
     if isinstance(node, ast.If) and isinstance(node.test, ast.Constant):
         return node.body if node.test.value else node.orelse
+    if isinstance(node, ast.Try) and not node.orelse and not node.finalbody and all(
+            len(h.body) == 1 and isinstance(h.body[0], ast.Raise) and h.body[0].exc is None for h in node.handlers):
+        return node.body  # try: ... except ...: raise (every handler raises again): the body alone
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
             and isinstance(node.value, ast.Name) and node.targets[0].id == node.value.id:
         return []
@@ -256,11 +260,11 @@ class _Order(ast.NodeTransformer):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 run.append(node)
                 continue
-            out += sorted(run, key=_shape)
+            out += sorted(run, key=shape)
             run = []
             if node is not None:
                 out.append(node)
-        return canonical_order(out, _shape)
+        return canonical_order(out, shape)
 
     def visit_ClassDef(self, node):
         for method in node.body:  # a method's first parameter is `self`, whatever it was called
@@ -280,14 +284,6 @@ class _Order(ast.NodeTransformer):
         for handler in getattr(node, "handlers", []) or []:
             handler.body = self._body(handler.body)
         return node
-
-
-def _shape(node) -> str:
-    """A definition with every name erased: the same however its names were chosen."""
-    text = ast.dump(node, annotate_fields=False)
-    for kind in ("Name", "arg", "FunctionDef", "ClassDef", "Attribute", "alias"):
-        text = text.replace(f"{kind}('", f"{kind}(_'")
-    return re.sub(r"_'[^']*'", "_", text)
 
 
 def normalise_all(sources: list[str], api: frozenset = frozenset()) -> str:
@@ -314,6 +310,7 @@ def normalise_all(sources: list[str], api: frozenset = frozenset()) -> str:
         for owner in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
             owner.body = [n for n in owner.body if not (isinstance(n, ast.Assign) and all(
                 isinstance(t, ast.Name) and t.id not in read and t.id not in api for t in n.targets))] or [ast.Pass()]
+        tree = Commutative().visit(tree)
         tree.body = _Order()._body(tree.body) if tree.body else []
         text = ast.unparse(ast.fix_missing_locations(tree)).strip()
     except (RecursionError, ValueError, TypeError, AttributeError):
