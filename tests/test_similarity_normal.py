@@ -98,6 +98,15 @@ def test_a_try_whose_handlers_raise_again_is_its_body():
     assert "except" in normalise("def f(x):\n    try:\n        return g(x)\n    except ValueError:\n        return 0")
 
 
+def test_units_conditionals_and_wrapping_functions():
+    same("def f(X, W, d, causal):\n    S = X @ W / d\n    S = S.tril() if causal else S\n    return S * 2.0",
+         "def f(X, W, d, causal):\n    S = (X @ W / d + 0) * 1\n    if causal:\n        S = S.tril()\n    return S * 2",
+         "def f(X, W, d, causal):\n    def inner(a, b, c, flag):\n        S = 1 * (a @ b) / c\n"
+         "        if not flag:\n            pass\n        else:\n            S = S.tril()\n        return 2 * S\n"
+         "    return inner(X, W, d, causal)")
+    assert filtered(normalise("def f(x):\n    return x * 2"))[0] != filtered(normalise("def f(x):\n    return x * 1"))[0]
+
+
 def test_a_class_used_as_a_box_of_functions():
     plain = "def attention(Q, K):\n    return softmax(Q @ K.T)\n\ndef softmax(S):\n    return S.exp() / S.exp().sum()"
     same(plain,

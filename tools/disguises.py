@@ -6,10 +6,11 @@ computes:
 * ``names``: every local name renamed (parameters kept: callers name them), comments dropped, docstrings
   replaced, functions reordered
   (:func:`tools.submissions.disguise`);
-* ``restyle``: comprehensions written as loops and loops that append as comprehensions, and in each function one
-  expression moved into a helper function of its own;
-* ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...), and
-  each function's body in ``try: ... except Exception: raise``;
+* ``restyle``: comprehensions written as loops and loops that append as comprehensions, in each function one
+  expression moved into a helper function of its own, conditional expressions as ``if`` statements and back, and
+  some functions' bodies in an inner function they call;
+* ``pad``: a harmless statement after every statement (``_ = None``, ``assert True``, an unused name...), each
+  computed value times 1, and each function's body in ``try: ... except Exception: raise``;
 * ``functional``: operators as functions (``np.matmul``, ``torch.add``...), matrix products in PyTorch as
   ``torch.einsum``, ``x / sqrt(d)`` as ``x * (1 / sqrt(d))``, an axis keyword as a positional argument;
 * ``reorder``: adjacent independent assignments swapped or merged into one tuple assignment, tuple assignments
@@ -94,10 +95,47 @@ class _Restyle(ast.NodeTransformer):
         return node
 
 
+class _Conditionals(ast.NodeTransformer):
+    """``x = a if c else b`` as an ``if`` statement; ``if c: x = f(x)`` as ``x = f(x) if c else x``."""
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                setattr(node, field, [self._one(s) for s in block])
+        return node
+
+    @staticmethod
+    def _one(node):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.IfExp):
+            return ast.If(node.value.test, [ast.Assign(node.targets, node.value.body)],
+                          [ast.Assign(copy.deepcopy(node.targets), node.value.orelse)])
+        if isinstance(node, ast.If) and not node.orelse and len(node.body) == 1 and isinstance(node.body[0], ast.Assign) \
+                and len(node.body[0].targets) == 1 and isinstance(node.body[0].targets[0], ast.Name):
+            name = node.body[0].targets[0].id
+            return ast.Assign([ast.Name(name, ast.Store())],
+                              ast.IfExp(node.test, node.body[0].value, ast.Name(name, ast.Load())))
+        return node
+
+
+def _wrapped(func: ast.FunctionDef) -> ast.FunctionDef:
+    """A top-level function whose body is an inner function it defines and returns called with its parameters."""
+    args = func.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or func.decorator_list:
+        return func
+    inner = ast.FunctionDef(name="_body", args=copy.deepcopy(args), body=func.body, decorator_list=[], returns=None,
+                            type_comment=None)
+    call = ast.Call(ast.Name("_body", ast.Load()), [ast.Name(a.arg, ast.Load()) for a in args.args], [])
+    func.body = [inner, ast.Return(call)]
+    return func
+
+
 def restyle(tree: ast.Module, rng) -> ast.Module:
     t = _Restyle(rng)
-    tree = t.visit(tree)
-    tree.body = t.helpers + tree.body
+    tree = _Conditionals().visit(t.visit(tree))
+    tree.body = t.helpers + [_wrapped(n) if isinstance(n, ast.FunctionDef) and rng.random() < 0.5 else n
+                             for n in tree.body]
     return tree
 
 
@@ -127,8 +165,19 @@ class _Pad(ast.NodeTransformer):
         return node
 
 
+class _Units(ast.NodeTransformer):
+    """A computed number times 1 (``x = (a @ b + c) * 1``)."""
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.BinOp) and isinstance(node.value.op, (ast.Add, ast.Sub, ast.Mult, ast.Div,
+                                                                            ast.MatMult)):
+            node.value = ast.BinOp(node.value, ast.Mult(), ast.Constant(1))
+        return node
+
+
 def pad(tree: ast.Module, rng) -> ast.Module:
-    tree = _Pad(rng).visit(tree)
+    tree = _Units().visit(_Pad(rng).visit(tree))
     for node in ast.walk(tree):  # and each function's body in a try whose handler raises again
         if isinstance(node, ast.FunctionDef):
             node.body = [ast.Try(node.body, [ast.ExceptHandler(ast.Name("Exception", ast.Load()), None, [ast.Raise()])],

@@ -5,6 +5,8 @@ and grouping of statements without changing what the code computes.
   never read their first parameter; no base class, no state), with the module's names bound to it or to an
   instance of it, is undone: its functions are put at the top level and ``Box.f`` / ``box.f`` read as ``f``;
 * :func:`split_tuples`: ``a, b = x, y`` as ``a = x`` then ``b = y`` (when ``y`` does not read ``a``);
+  :func:`conditional_values`: an ``if``/``else`` that assigns one name as ``x = a if c else b``;
+  :func:`unwrap_inner`: a function that only defines an inner function and returns it called, as its body;
   :func:`plain_augmented`: ``x += y`` as ``x = x + y``;
 * :func:`canonical_order`: a run of statements that do not depend on each other's names is put in a name-free
   order that keeps every dependency (each statement after what it reads, what reads what it overwrites, and
@@ -127,6 +129,53 @@ def plain_augmented(body: list) -> list:
             node = ast.Assign([node.target], ast.BinOp(read, node.op, node.value))
         out.append(node)
     return out
+
+
+def conditional_values(body: list) -> list:
+    """``if c: x = a`` / ``else: x = b`` as ``x = a if c else b`` (one assignment to one name or attribute in each
+    branch; no ``else``: ``x = a if c else x``)."""
+    out = []
+    for node in body:
+        if isinstance(node, ast.If) and node.orelse and all(isinstance(n, ast.Pass) for n in node.body):
+            node = ast.If(ast.UnaryOp(ast.Not(), node.test), node.orelse, [])  # if c: pass / else: B as if not c: B
+        if isinstance(node, ast.If) and len(node.body) == 1 and len(node.orelse) <= 1:
+            then, other = node.body[0], node.orelse[0] if node.orelse else None
+            target = _single_target(then)
+            if target is not None and (other is None or _single_target(other) == target):
+                current = copy.deepcopy(then.targets[0])
+                for n in ast.walk(current):
+                    if hasattr(n, "ctx"):
+                        n.ctx = ast.Load()
+                orelse = other.value if other is not None else current
+                node = ast.Assign([then.targets[0]], ast.IfExp(node.test, then.value, orelse))
+        out.append(node)
+    return out
+
+
+def _single_target(node) -> str | None:
+    """The name or attribute chain (``self.pos``) a statement assigns alone, else None."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return _chain(node.targets[0])
+    return None
+
+
+def unwrap_inner(func) -> None:
+    """A function whose body only defines an inner function and returns it called with names (``def f(x): def
+    g(y): ...; return g(x)``) as the inner function's body, its parameters renamed to those names."""
+    if len(func.body) != 2 or not isinstance(func.body[0], ast.FunctionDef) or func.body[0].decorator_list:
+        return
+    inner, ret = func.body
+    call = ret.value if isinstance(ret, ast.Return) else None
+    params = [a.arg for a in inner.args.args]
+    if not (isinstance(call, ast.Call) and name_of(call.func) == inner.name and not call.keywords
+            and len(call.args) == len(params) and all(isinstance(a, ast.Name) for a in call.args)
+            and not inner.args.vararg and not inner.args.kwarg and not inner.args.kwonlyargs):
+        return
+    names = dict(zip(params, (a.id for a in call.args)))
+    for n in ast.walk(inner):
+        if isinstance(n, ast.Name) and n.id in names:
+            n.id = names[n.id]
+    func.body = inner.body
 
 
 # ---- the order of independent statements -------------------------------------------------------------------------

@@ -136,6 +136,11 @@ def _einsum(spec: str, a, b):
     return ast.BinOp(a, ast.MatMult(), b)
 
 
+def _number(node):
+    """The value of a number written as a constant (not a bool), else None."""
+    return node.value if isinstance(node, ast.Constant) and type(node.value) in (int, float) else None
+
+
 def _sqrt(arg):
     return ast.Call(ast.Name("sqrt", ast.Load()), [arg], [])
 
@@ -186,8 +191,24 @@ class Forms(ast.NodeTransformer):
         self.generic_visit(node)
         return ast.Attribute(node.value, "T", node.ctx) if node.attr == "mT" else node
 
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):  # a if True else b
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_Constant(self, node):
+        if type(node.value) is float and node.value.is_integer() and abs(node.value) < 2 ** 53:
+            return ast.Constant(int(node.value))  # 1.0 as 1
+        return node
+
     def visit_BinOp(self, node):
         self.generic_visit(node)
+        unit = {ast.Add: 0, ast.Sub: 0, ast.Mult: 1, ast.Div: 1, ast.Pow: 1}.get(type(node.op))
+        if unit is not None and _number(node.right) == unit:  # x + 0, x - 0, x * 1, x / 1, x ** 1
+            return node.left
+        if isinstance(node.op, (ast.Add, ast.Mult)) and _number(node.left) == unit:  # 0 + x, 1 * x
+            return node.right
         if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 0.5:
             return _sqrt(node.left)
         if isinstance(node.op, ast.Mult):
@@ -210,8 +231,9 @@ _FLIPPED = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}
 
 class Commutative(ast.NodeTransformer):
     """The operands of a commutative operator in a name-free order (a chain ``a + b + c`` as one list of terms, ``a -
-    b`` as ``a + -b``), the two sides of ``==`` and ``!=`` likewise, ``b > a`` as ``a < b``; so ``b + X @ W`` and ``X @
-    W + b`` are one form. (For the report only: ``+`` of lists does not commute, which a copy cannot use.)"""
+    b`` as ``a + -b``, a term ``+ 0`` or a factor ``* 1`` dropped), the two sides of ``==`` and ``!=`` likewise,
+    ``b > a`` as ``a < b``, ``a if not c else b`` as ``b if c else a``; so ``b + X @ W`` and ``X @ W + b`` are one form. (For the report only: ``+`` of lists
+    does not commute, which a copy cannot use.)"""
 
     def _terms(self, node, op) -> list:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and op is ast.Add:
@@ -227,7 +249,10 @@ class Commutative(ast.NodeTransformer):
             op = ast.Add
         if op is None:
             return node
+        unit = 0 if op is ast.Add else 1 if op is ast.Mult else None  # x + 0 and x * 1 are x
         terms = sorted(self._terms(node, op), key=shape)
+        terms = [t for t in terms if not (isinstance(t, ast.Constant) and type(t.value) in (int, float)
+                                          and t.value == unit)] or terms[:1]
         out = terms[0]
         for term in terms[1:]:
             out = ast.BinOp(out, op(), term)
@@ -236,6 +261,12 @@ class Commutative(ast.NodeTransformer):
     def visit_BoolOp(self, node):
         self.generic_visit(node)
         node.values.sort(key=shape)
+        return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        while isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not):  # a if not c else b
+            node = ast.IfExp(node.test.operand, node.orelse, node.body)
         return node
 
     def visit_Compare(self, node):

@@ -25,10 +25,13 @@ helper defined in one cell and used in another is seen as such.
   once put where it is read; a helper whose body is one ``return`` put where it is called (and dropped when nothing
   calls it any more and the release does not name it);
 * a class used only as a box of functions (its functions put at the top level); a tuple assignment as one
-  assignment per name; ``x += y`` as ``x = x + y``; the order of statements that do not depend on each other
-  (:mod:`.similarity_blocks`);
+  assignment per name; ``x += y`` as ``x = x + y``; an ``if``/``else`` assigning one name as a conditional
+  expression; a function that only wraps an inner one, as the inner one; the order of statements that do not
+  depend on each other (:mod:`.similarity_blocks`);
+* units and constants: ``x + 0``, ``x * 1``, ``x / 1`` as ``x``, ``1.0`` as ``1``, ``a if True else b`` as ``a``;
 * the operands of ``+`` (``a - b`` as ``a + -b``), ``*``, ``&``, ``|``, ``^``, ``==``, ``!=``, ``and``, ``or`` in a
-  name-free order, and ``b > a`` as ``a < b`` (:class:`.similarity_forms.Commutative`);
+  name-free order, ``b > a`` as ``a < b``, ``a if not c else b`` as ``b if c else a``
+  (:class:`.similarity_forms.Commutative`);
 * the order of definitions (a name-free order) and a method's first parameter (``self``).
 """
 
@@ -36,7 +39,8 @@ from __future__ import annotations
 
 import ast
 
-from .similarity_blocks import canonical_order, hoist_namespaces, plain_augmented, split_tuples
+from .similarity_blocks import (canonical_order, conditional_values, hoist_namespaces, plain_augmented, split_tuples,
+                                unwrap_inner)
 from .similarity_forms import Commutative, Forms, Replace, blocks, loads, module_call, name_of, shape, stores
 from .similarity_inline import inline_helpers
 from .similarity_read import parse_code
@@ -207,6 +211,13 @@ def _drop_unread(func) -> None:
             return
 
 
+def _settle(func) -> None:
+    """In every block of a function, loops that only append as comprehensions and one-assignment ``if`` statements
+    as conditional values (again, as earlier passes may have left fewer statements)."""
+    for block in list(blocks(func)):
+        block[:] = conditional_values(_comprehensions(block)) or [ast.Pass()]
+
+
 class _Statements(ast.NodeTransformer):
     """Docstrings, dead code, comprehensions, temporaries (see the module's docstring)."""
 
@@ -221,7 +232,7 @@ class _Statements(ast.NodeTransformer):
             for one in node if isinstance(node, list) else [node]:
                 dead = _dead(one)
                 out += [one] if dead is None else self._clean(dead)
-        return plain_augmented(_comprehensions(split_tuples(out)))
+        return conditional_values(plain_augmented(_comprehensions(split_tuples(out))))
 
     def _body(self, body: list) -> list:
         return self._clean(body) or [ast.Pass()]
@@ -238,10 +249,10 @@ class _Statements(ast.NodeTransformer):
     def visit_FunctionDef(self, node):
         self.generic_visit(node)
         _drop_unread(node)
-        for block in list(blocks(node)):  # loops that only append once what did nothing is gone
-            block[:] = _comprehensions(block) or [ast.Pass()]
+        unwrap_inner(node)
+        _settle(node)  # once what did nothing is gone
         _inline_temporaries(node)
-        node.body = _comprehensions(node.body) or [ast.Pass()]
+        _settle(node)  # once temporaries are in place
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef
