@@ -256,17 +256,23 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     assert not kernel.scratch.exists() and not list(deep.iterdir())
 
 
-def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(tmp_path, monkeypatch):
+def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypatch, request):
     """scratch.sweep_stale: a kernel's scratch folder or a fork server's home left by a process killed before it
     could remove it (a server the hub stopped, a grader killed) goes when the next process of the same user makes
     one, read-only parts and all; a folder whose maker still runs, one whose maker is not written, a link, and
     another user's folder stay."""
+    import shutil
     import subprocess
     import sys
     import tempfile
     from pathlib import Path
 
     from attention_course.grading import kernel, scratch
+
+    # a temporary folder short enough that kernel.scratch_folder keeps it (pytest's tmp_path under xdist can be too
+    # deep for a socket path, and the kernel's scratch then goes to /tmp: the sweep would look elsewhere)
+    tmp_path = Path(tempfile.mkdtemp(prefix="sweep-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp_path, onerror=scratch.unlock))
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(scratch, "_SWEPT", set())

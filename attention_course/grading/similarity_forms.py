@@ -243,14 +243,13 @@ class Commutative(ast.NodeTransformer):
         return [node]
 
     def visit_BinOp(self, node):
-        self.generic_visit(node)
         op = next((o for o in _COMMUTATIVE if isinstance(node.op, o)), None)
         if op is None and isinstance(node.op, ast.Sub):
             op = ast.Add
         if op is None:
-            return node
+            return self.generic_visit(node)
         unit = 0 if op is ast.Add else 1 if op is ast.Mult else None  # x + 0 and x * 1 are x
-        terms = sorted(self._terms(node, op), key=shape)
+        terms = sorted((self.visit(t) for t in self._terms(node, op)), key=shape)  # a chain's terms, each once
         terms = [t for t in terms if not (isinstance(t, ast.Constant) and type(t.value) in (int, float)
                                           and t.value == unit)] or terms[:1]
         out = terms[0]

@@ -135,18 +135,29 @@ def _comprehensions(body: list) -> list:
         if loop is not None:
             body[i:i + 2] = [loop]
         i += 1
-    out = []
+    out, made = [], {}  # made: a list's name -> where ``name = []`` is in out, while nothing since mentions it
     for node in body:
-        made = next((j for j in range(len(out) - 1, -1, -1) if _empty_list(out[j]) is not None
-                     and _append_loop(node, _empty_list(out[j])) is not None
-                     and not any(_empty_list(out[j]) in _mentioned(s) for s in out[j + 1:])), None)
-        if made is not None:  # the list made before the loop (other statements in between), filled by it
-            name = _empty_list(out[made])
+        name = _appended(node)
+        if name in made and _append_loop(node, name) is not None:  # the list made before, filled by this loop
             element, generators = _append_loop(node, name)
-            del out[made]
+            out[made.pop(name)] = None
             node = ast.Assign([ast.Name(name, ast.Store())], ast.ListComp(element, generators))
+        for mentioned in _mentioned(node):
+            made.pop(mentioned, None)
+        if _empty_list(node) is not None:
+            made[_empty_list(node)] = len(out)
         out.append(node)
-    return out
+    return [node for node in out if node is not None]
+
+
+def _appended(loop) -> str | None:
+    """The name of the list a loop's innermost statement appends to (``name.append(...)``), else None."""
+    while isinstance(loop, (ast.For, ast.If)) and len(loop.body) == 1:
+        loop = loop.body[0]
+    call = loop.value if isinstance(loop, ast.Expr) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append":
+        return name_of(call.func.value)
+    return None
 
 
 def _empty_list(node) -> str | None:
