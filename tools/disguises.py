@@ -16,8 +16,8 @@ computes:
 * ``reorder``: adjacent independent assignments swapped or merged into one tuple assignment, tuple assignments
   split, ``x = x + y`` written ``x += y``, the operands of ``+`` and ``*`` swapped (``b + X @ W``), comparisons
   turned round (``n > i`` for ``i < n``);
-* ``box``: each cell's functions put in a class as static methods (or as methods of an instance, ``self`` unused),
-  their names bound again after it (``f = _Answers.f``);
+* ``box``: each cell's functions put in a class as static methods (or as methods of an instance that call each
+  other through it, ``this.g(...)``), their names bound again after it (``f = _Answers.f``);
 * ``combined``: all of the above;
 * ``writefile``: the answers written into a module by a ``%%writefile`` cell, which each answer cell runs in the
   notebook's namespace (``%run -i``).
@@ -326,8 +326,17 @@ def box(tree: ast.Module, rng) -> ast.Module:
     if not functions:
         return tree
     instance = rng.random() < 0.5
+    names = {f.name for f in functions}
     for f in functions:
-        if instance:
+        if instance:  # methods of an instance, calling each other through it
+            for node in ast.walk(f):
+                for field, value in ast.iter_fields(node):
+                    if isinstance(value, ast.Name) and value.id in names and isinstance(value.ctx, ast.Load):
+                        setattr(node, field, ast.Attribute(ast.Name("this", ast.Load()), value.id, ast.Load()))
+                    elif isinstance(value, list):
+                        value[:] = [ast.Attribute(ast.Name("this", ast.Load()), v.id, ast.Load())
+                                    if isinstance(v, ast.Name) and v.id in names and isinstance(v.ctx, ast.Load)
+                                    else v for v in value]
             f.args.args.insert(0, ast.arg("this"))
         else:
             f.decorator_list.append(ast.Name("staticmethod", ast.Load()))

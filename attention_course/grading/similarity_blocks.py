@@ -2,7 +2,7 @@
 and grouping of statements without changing what the code computes.
 
 * :func:`hoist_namespaces`: a class used only as a box of functions (static methods, class methods or methods that
-  never read their first parameter; no base class, no state), with the module's names bound to it or to an
+  read their first parameter only to call each other; no base class, no state), with the module's names bound to it or to an
   instance of it, is undone: its functions are put at the top level and ``Box.f`` / ``box.f`` read as ``f``;
 * :func:`split_tuples`: ``a, b = x, y`` as ``a = x`` then ``b = y`` (when ``y`` does not read ``a``);
   :func:`conditional_values`: an ``if``/``else`` that assigns one name as ``x = a if c else b``;
@@ -26,8 +26,8 @@ _WRAPPERS = {"staticmethod", "classmethod"}
 # ---- classes used as a box of functions --------------------------------------------------------------------------
 
 def _box(node) -> dict | None:
-    """The functions of a class used only as a box of them (name -> function, each first parameter that is a
-    ``cls`` or an unread ``self`` dropped), or None."""
+    """The functions of a class used only as a box of them (name -> (function, whether its first parameter is a
+    ``cls`` or a ``self`` read only as ``self.g``, which hoisting drops)), or None."""
     if not isinstance(node, ast.ClassDef) or node.bases or node.keywords or node.decorator_list:
         return None
     functions = {}
@@ -43,15 +43,20 @@ def _box(node) -> dict | None:
     if not functions:
         return None
     for item, bound in functions.values():
-        if bound:  # a method or a class method: its first parameter must be unread
-            if not item.args.args or any(isinstance(n, ast.Name) and n.id == item.args.args[0].arg
-                                         for n in ast.walk(item)):
+        if bound:  # a method or a class method: its first parameter is read only to call the box's functions
+            if not item.args.args:
+                return None
+            first = item.args.args[0].arg
+            uses = sum(isinstance(n, ast.Name) and n.id == first for n in ast.walk(item))
+            calls = sum(isinstance(n, ast.Attribute) and name_of(n.value) == first and n.attr in functions
+                        for n in ast.walk(item))
+            if uses != calls:
                 return None
     return functions
 
 
 class _Unbox(ast.NodeTransformer):
-    """``Box.f`` and ``box.f`` (``box = Box()``) read as ``f``."""
+    """``Box.f``, ``Box().f`` and ``box.f`` (``box = Box()``) read as ``f``."""
 
     def __init__(self, owners: dict[str, set]):
         self.owners = owners
@@ -59,6 +64,8 @@ class _Unbox(ast.NodeTransformer):
     def visit_Attribute(self, node):
         self.generic_visit(node)
         owner = name_of(node.value)
+        if isinstance(node.value, ast.Call) and not node.value.args and not node.value.keywords:
+            owner = name_of(node.value.func)  # Box().f
         if isinstance(node.ctx, ast.Load) and owner in self.owners and node.attr in self.owners[owner]:
             return ast.copy_location(ast.Name(node.attr, ast.Load()), node)
         return node
@@ -85,7 +92,8 @@ def hoist_namespaces(tree: ast.Module) -> ast.Module:
         if id(node) in found:
             for item, bound in found[id(node)].values():
                 item.decorator_list = []
-                if bound:
+                if bound:  # self.g(...) as g(...)
+                    item = _Unbox({item.args.args[0].arg: set(found[id(node)])}).visit(item)
                     item.args.args = item.args.args[1:]
                 body.append(item)
         elif isinstance(node, ast.Assign) and name_of(node.targets[0]) in owners and len(node.targets) == 1 \
