@@ -54,16 +54,15 @@ def answer_cells(assignment: str) -> set[str]:
     return ids
 
 
-def author(sub) -> str:
-    """Who wrote a catalogue entry, as far as the bench can tell: entries that are one answer in two dtypes
-    (:func:`tools.submissions.in_dtype`) are one author, named by the first of them; any other entry is its own."""
-    if isinstance(sub, str):
-        return sub
-    key = tuple(sorted((cell, re.sub(r"float(16|32|64)", "float", text)) for cell, text in sub.replace.items()))
-    return _AUTHORS.setdefault((key, tuple(sub.edits)), sub.name) if sub.replace else sub.name
-
-
-_AUTHORS: dict = {}
+def authors(assignment: str = ASSIGNMENT) -> dict:
+    """Who wrote each catalogue entry, as far as the bench can tell (entry name -> author): entries that are one
+    answer in two dtypes (:func:`tools.submissions.in_dtype`) are one author, named by the first of them; any other
+    entry is its own, and so are ``complete`` and ``blank``."""
+    first, out = {}, {COMPLETE: COMPLETE, BLANK: BLANK}
+    for sub in load_catalogue(catalogue_path(assignment)):
+        key = tuple(sorted((cell, re.sub(r"float(16|32|64)", "float", text)) for cell, text in sub.replace.items()))
+        out[sub.name] = first.setdefault((key, tuple(sub.edits)), sub.name) if sub.replace else sub.name
+    return out
 
 
 def copied_authors(assignment: str = ASSIGNMENT) -> list:
@@ -73,11 +72,12 @@ def copied_authors(assignment: str = ASSIGNMENT) -> list:
     cells = answer_cells(assignment)
     chosen = [s for s in load_catalogue(catalogue_path(assignment))
               if s.is_alternative and len(edited_cells(s) & cells) * 2 >= len(cells)]
-    return [s for s in chosen if author(s) == s.name]
+    author = authors(assignment)
+    return [s for s in chosen if author[s.name] == s.name]
 
 
 def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> dict:
-    """Write the class; returns student -> the author of the answer it was made from (:func:`author`: a catalogue
+    """Write the class; returns student -> the author of the answer it was made from (:func:`authors`: a catalogue
     entry's name, ``complete`` or ``blank``).
 
     Each author of :func:`copied_authors` hands in once and is copied by one student for each way of disguising
@@ -87,10 +87,11 @@ def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> dict:
     for part in ("source", "release"):
         shutil.copytree(ROOT / part / assignment, course / part / assignment)
     masters = {p.name: read_notebook(p) for p in sorted((course / "source" / assignment).glob("*.ipynb"))}
-    authors = copied_authors(assignment)
-    deal = [(a, kind) for a in authors for kind in (None, *KINDS)]
-    taken = {a.name for a in authors}
-    rest = [w for w in roster(2 * n, assignment).values() if author(w) not in taken]  # the authors' turns skipped
+    copied = copied_authors(assignment)
+    deal = [(a, kind) for a in copied for kind in (None, *KINDS)]
+    author = authors(assignment)
+    taken = {a.name for a in copied}
+    rest = [w for w in roster(2 * n, assignment).values() if author[getattr(w, "name", w)] not in taken]
     deal += [(w, None if w == BLANK else KINDS[i % len(KINDS)]) for i, w in enumerate(rest[:max(0, n - len(deal))])]
     built, source = {}, {}
     for i, (what, kind) in enumerate(deal[:n]):
@@ -102,7 +103,7 @@ def write_students(course: Path, n: int, assignment: str = ASSIGNMENT) -> dict:
         notebooks = built[key] if kind is None else disguised(built[key], kind, seed=i)
         for name, nb in notebooks.items():
             write_notebook(nb, course / "submitted" / f"student{i:04d}" / assignment / name)
-        source[f"student{i:04d}"] = author(what)
+        source[f"student{i:04d}"] = author[key]
     return source
 
 

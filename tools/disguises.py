@@ -41,13 +41,28 @@ def _answer_cells(nb: dict):
             yield cell
 
 
+class _Blocks(ast.NodeTransformer):
+    """Rewrites every block of statements (a body, an ``else``) with ``_block``, after visiting its statements."""
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                setattr(node, field, self._block(block))
+        return node
+
+    def _block(self, block: list) -> list:
+        return block
+
+
 # ---- restyle ----------------------------------------------------------------------------------------------------
 
-class _Restyle(ast.NodeTransformer):
+class _Restyle(_Blocks):
     def __init__(self, rng):
         self.rng, self.helpers, self.count, self.scopes = rng, [], 0, []
 
-    def _body(self, body):  # (its statements were visited by generic_visit)
+    def _block(self, body):  # (its statements were visited by generic_visit)
         out = []
         for node in body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
@@ -63,14 +78,6 @@ class _Restyle(ast.NodeTransformer):
             else:
                 out.append(node)
         return out
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                setattr(node, field, self._body(block))
-        return node
 
     def visit_FunctionDef(self, node):
         bound = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs} | \
@@ -95,16 +102,11 @@ class _Restyle(ast.NodeTransformer):
         return node
 
 
-class _Conditionals(ast.NodeTransformer):
+class _Conditionals(_Blocks):
     """``x = a if c else b`` as an ``if`` statement; ``if c: x = f(x)`` as ``x = f(x) if c else x``."""
 
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                setattr(node, field, [self._one(s) for s in block])
-        return node
+    def _block(self, block: list) -> list:
+        return [self._one(s) for s in block]
 
     @staticmethod
     def _one(node):
@@ -145,24 +147,19 @@ _HARMLESS = ["_ = None", "assert True", "unused_{n} = 0", "_tmp{n} = len([])", "
              "None", "pass"]
 
 
-class _Pad(ast.NodeTransformer):
+class _Pad(_Blocks):
     def __init__(self, rng):
         self.rng, self.n = rng, 0
 
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                out = []
-                for stmt in block:
-                    out.append(stmt)
-                    if isinstance(stmt, ast.Return):
-                        continue
-                    self.n += 1
-                    out += ast.parse(self.rng.choice(_HARMLESS).format(n=self.n)).body
-                setattr(node, field, out)
-        return node
+    def _block(self, block: list) -> list:
+        out = []
+        for stmt in block:
+            out.append(stmt)
+            if isinstance(stmt, ast.Return):
+                continue
+            self.n += 1
+            out += ast.parse(self.rng.choice(_HARMLESS).format(n=self.n)).body
+        return out
 
 
 class _Units(ast.NodeTransformer):
@@ -250,7 +247,7 @@ def _independent(a, b) -> bool:
         and not _stored(b) & _loaded(a)
 
 
-class _Reorder(ast.NodeTransformer):
+class _Reorder(_Blocks):
     """Adjacent independent assignments swapped, or merged into one tuple assignment; tuple assignments split; and
     ``x = x + y`` written ``x += y``."""
 
@@ -285,14 +282,6 @@ class _Reorder(ast.NodeTransformer):
                 out.append(a)
             i += 1
         return out
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
-        for field in ("body", "orelse"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                setattr(node, field, self._block(block))
-        return node
 
     def visit_BinOp(self, node):
         """``X @ W + b`` as ``b + X @ W``, ``2 * x`` as ``x * 2``: operands swapped where one is a matrix product or

@@ -125,16 +125,21 @@ def split_tuples(body: list) -> list:
     return out
 
 
+def _read(target):
+    """An assignment's target as an expression that reads it (a copy)."""
+    read = copy.deepcopy(target)
+    for n in ast.walk(read):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return read
+
+
 def plain_augmented(body: list) -> list:
     """``x += y`` (and every augmented assignment to a name, an attribute or an element) as ``x = x + y``."""
     out = []
     for node in body:
         if isinstance(node, ast.AugAssign) and isinstance(node.target, (ast.Name, ast.Attribute, ast.Subscript)):
-            read = copy.deepcopy(node.target)
-            for n in ast.walk(read):
-                if hasattr(n, "ctx"):
-                    n.ctx = ast.Load()
-            node = ast.Assign([node.target], ast.BinOp(read, node.op, node.value))
+            node = ast.Assign([node.target], ast.BinOp(_read(node.target), node.op, node.value))
         out.append(node)
     return out
 
@@ -150,11 +155,7 @@ def conditional_values(body: list) -> list:
             then, other = node.body[0], node.orelse[0] if node.orelse else None
             target = _single_target(then)
             if target is not None and (other is None or _single_target(other) == target):
-                current = copy.deepcopy(then.targets[0])
-                for n in ast.walk(current):
-                    if hasattr(n, "ctx"):
-                        n.ctx = ast.Load()
-                orelse = other.value if other is not None else current
+                orelse = other.value if other is not None else _read(then.targets[0])
                 node = ast.Assign([then.targets[0]], ast.IfExp(node.test, then.value, orelse))
         out.append(node)
     return out

@@ -127,7 +127,8 @@ def _counting_while(start, loop) -> ast.For | None:
 
 
 def _comprehensions(body: list) -> list:
-    """Counting ``while`` loops as ``for`` loops, and loops that only append to a list just made as comprehensions."""
+    """Counting ``while`` loops as ``for`` loops, and loops that only append to a list made before them (nothing in
+    between mentions it) as comprehensions."""
     body = list(body)
     i = 0
     while i + 1 < len(body):
