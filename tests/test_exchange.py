@@ -9,6 +9,7 @@ and records the refusal for the grade table.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -162,4 +163,90 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
         problems = {r[0]: r[-1] for r in rows}
         assert f"owned by {eve}" in problems[ann] and f"owned by {eve}" in problems[eve], problems
         assert "re-dated by collect: its name says 2000-01-01" in problems[eve], problems
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_hand_in_changed_while_collect_copies_it_gives_the_grader_nothing(tmp_path):
+    """eve races collect as an ordinary user on a shared exchange (the grader is root: every file is in its reach).
+    Watching her own folder with inotify, the moment collect opens her large file she swaps (rename-exchange) a
+    sub-folder for a link to a folder of the grader's (holding the master), then her whole folder for a link, then
+    moves her folder away. Each
+    time nothing from outside her folder reaches the course (no hidden test, not a byte of the master), her folder is
+    refused and recorded, and her classmate's hand-in is collected."""
+    from attention_course.grading.course import COURSE_ID as COURSE
+    from attention_course.grading.hub import prepare_exchange
+
+    tag = os.getpid()
+    ann, eve = f"ann{tag}", f"eve{tag}"
+    with unix_users(ann, eve) as uids:
+        if uids is None:
+            pytest.skip("needs root and useradd: the students are real Unix users")
+        top = Path(tempfile.mkdtemp(prefix="attn-race-"))  # under /tmp: the students can reach it
+        os.chmod(top, 0o755)
+        exchange = top / "exchange"
+        prepare_exchange(exchange, COURSE, "root")
+        inbound = exchange / COURSE / "inbound"
+        stash = top / "stash"  # eve's own folder beside the exchange (one file system: renames cross)
+        stash.mkdir()
+        os.chown(stash, uids[1], uids[1])
+        course = new_course(tmp_path, [A])
+        master = course / "source" / A
+        assert b"BEGIN HIDDEN TESTS" in (master / NOTEBOOK).read_bytes()
+        private = course / "private"  # a folder of the grader's holding files named like hers, the master among them
+        private.mkdir(mode=0o700)
+        shutil.copy(master / NOTEBOOK, private / NOTEBOOK)
+        (private / "a.bin").write_bytes(b"grader's")
+        blank = (ROOT / "release" / A / NOTEBOOK).read_bytes()
+
+        def hand_in(user: str, uid: int, files: dict[str, bytes]) -> Path:
+            entry = inbound / f"{user}+{A}+{time.strftime('%Y-%m-%d %H:%M:%S')}.000000 UTC+{os.urandom(4).hex()}"
+            for rel, data in {**files, "timestamp.txt": b"2026-01-01 00:00:00.000000 UTC",
+                              "submission_secret.txt": os.urandom(16).hex().encode()}.items():
+                (entry / rel).parent.mkdir(parents=True, exist_ok=True)
+                (entry / rel).write_bytes(data)
+            subprocess.run(["chown", "-R", f"{uid}:{uid}", str(entry)], check=True)
+            return entry
+
+        hand_in(ann, uids[0], {NOTEBOOK: json.dumps(solved_notebook(masters(A)[NOTEBOOK])).encode()})
+        reach = ":".join([os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(top)])
+        big = os.urandom(24 * 2**20)  # copying it takes long enough for every swap to land mid-copy
+        variants = {  # what eve's folder holds, the folder she watches and the file that triggers her
+            "a sub-folder swapped for a link": ({NOTEBOOK: blank, "data/a.bin": big, f"data/{NOTEBOOK}": b"decoy"},
+                                                "data", ["data", str(stash / "link")]),
+            "her whole folder swapped for a link": ({"a.bin": big, NOTEBOOK: blank}, ".", [".", str(stash / "link")]),
+            "her folder moved away": ({"a.bin": big, NOTEBOOK: blank}, ".", [".", str(stash / "gone"), "--remove"]),
+        }
+        for variant, (files, watched, swap) in variants.items():
+            for left in [p for p in inbound.iterdir() if p.name.startswith(f"{eve}+")] + list(stash.iterdir()):
+                shutil.rmtree(left) if left.is_dir() and not left.is_symlink() else left.unlink()
+            shutil.rmtree(course / "submitted", ignore_errors=True)
+            (course / "collect-refused.jsonl").unlink(missing_ok=True)
+            entry = hand_in(eve, uids[1], files)
+            os.symlink(private, stash / "link")
+            os.lchown(stash / "link", uids[1], uids[1])
+            trigger = "a.bin"
+            watch = entry / watched if watched != "." else entry
+            a, b = [str(entry / x) if x == "data" else str(entry) if x == "." else x for x in swap[:2]]
+            racer = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "tools" / "as_user.py"), "--user", str(uids[1]), reach, "--",
+                 sys.executable, str(ROOT / "tests" / "tools" / "race.py"), str(watch), trigger, a, b, *swap[2:]],
+                stdout=subprocess.PIPE, text=True)
+            try:
+                assert racer.stdout.readline().strip() == "READY", variant
+                collected = nbgrader(course, "collect", A, f"--Exchange.root={exchange}", check=False)
+                said = racer.stdout.readline().strip()
+            finally:
+                racer.kill()
+                racer.wait()
+            log = collected.stdout + collected.stderr
+            assert said == "SWAPPED", f"{variant}: the race did not run ({said}): {log[-2000:]}"
+            assert collected.returncode == 0, f"{variant}: one folder stopped the collect: {log[-3000:]}"
+            leaked = [p for p in course.rglob("*") if p.is_file() and p.stat().st_size < 2**22
+                      and p.parent not in (master, private) and b"BEGIN HIDDEN TESTS" in p.read_bytes()]
+            assert not leaked, f"{variant}: the master reached the course through eve's folder: {leaked}"
+            assert not (course / "submitted" / eve).exists(), f"{variant}: something of eve's raced folder was taken"
+            assert "changed while it was read" in " ".join(refusals(course, A).get(eve, [])), \
+                f"{variant}: the refusal is not on record: {log[-3000:]}"
+            assert (course / "submitted" / ann / A / NOTEBOOK).is_file(), f"{variant}: ann was not collected"
+            assert not (course / ".collect-staging").exists(), "the staging folder outlives the collect"
         shutil.rmtree(top, ignore_errors=True)

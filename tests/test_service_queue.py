@@ -102,8 +102,10 @@ def test_a_hand_in_is_taken_once_submit_has_written_its_secret_or_never_will(tmp
     folder.mkdir()
     (folder / "self_attention.ipynb").write_text("{}")
     came = os.lstat(folder).st_ctime
-    assert not settled(folder, came + 1)  # submit is still writing: not looked at yet
-    assert settled(folder, came + SETTLE_S)  # it never will: taken now, and refused for the missing secret
+    assert not settled(tmp_path, folder.name, came + 1)  # submit is still writing: not looked at yet
+    assert settled(tmp_path, folder.name, came + SETTLE_S)  # it never will: taken now, refused for the missing secret
     (folder / "submission_secret.txt").write_text("a" * 128)
-    assert settled(folder, os.lstat(folder).st_ctime)  # written last by submit: complete
-    assert not settled(tmp_path / "gone", came)
+    assert settled(tmp_path, folder.name, os.lstat(folder).st_ctime)  # written last by submit: complete
+    assert not settled(tmp_path, "gone", came)
+    (tmp_path / "eve+01+t0+b").symlink_to(folder)  # a link to a complete folder is never looked into
+    assert not settled(tmp_path, "eve+01+t0+b", came + SETTLE_S)

@@ -7,6 +7,7 @@ The same rules are attacked end to end by the hostile hand-ins of ``tests/catalo
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_a_linked_hand_in_folder_is_refused_whole(tmp_path):
 
 def test_copies_never_follow_links(tmp_path):
     handin = make_handin(tmp_path, tmp_path / "secret.txt")
-    problems = trust.safe_copy(handin, tmp_path / "copy")
+    problems = trust.safe_copy(handin, tmp_path / "copy").problems()
     copy = tmp_path / "copy"
     regular = sorted(str(p.relative_to(copy)) for p in copy.rglob("*") if p.is_file() and not p.is_symlink())
     assert regular == ["big.bin", "data/ok.csv", "data/twin.csv", "self_attention.ipynb"]
@@ -476,3 +477,106 @@ def test_a_hand_in_copied_in_by_hand_takes_its_notebooks_time(tmp_path):
     trust.write_exchange_metadata(tmp_path / "graded", {"timestamp.txt": text})  # what feedback/ then carries
     assert trust.exchange_metadata(tmp_path / "graded") == {"timestamp.txt": text}
     assert trust.handed_in_time(trust.inspect_handin(tmp_path / "empty")) == (None, "")
+
+
+def _inbound_folder(inbound: Path, name: str, files: dict[str, str]) -> Path:
+    entry = inbound / name
+    for rel, text in {**files, "submission_secret.txt": "a" * 32}.items():
+        (entry / rel).parent.mkdir(parents=True, exist_ok=True)
+        (entry / rel).write_text(text)
+    return entry
+
+
+def test_a_hand_in_is_dated_by_the_latest_change_of_anything_in_it(tmp_path):
+    """Writing the real notebook into a folder handed in earlier changes the file's inode, not the folder's: the
+    hand-in is as late as that write. A folder refused (a link in a sub-folder) and mended later counts from the
+    mending. The look (inbound_entries) and the copy (take_inbound) agree, and the copy is what collect dates."""
+    import time
+
+    inbound = tmp_path / "inbound"
+    entry = _inbound_folder(inbound, "ann+A+2000-01-01 00:00:00.000000 UTC+r1", {"self_attention.ipynb": "{}"})
+    handed_in = os.lstat(entry).st_ctime
+    time.sleep(0.05)
+    (entry / "self_attention.ipynb").write_text('{"late": true}')  # in place: the folder's own time stays
+    written = os.lstat(entry / "self_attention.ipynb").st_ctime
+    assert os.lstat(entry).st_ctime == handed_in < written
+    [seen], _ = trust.inbound_entries(inbound, [entry.name], {}, check_owner=False)
+    assert seen.seen.timestamp() == pytest.approx(written, abs=1e-5)
+    snap = trust.take_inbound(inbound, seen, tmp_path / "copy")
+    assert not snap.whole and snap.changed == pytest.approx(written, abs=1e-5)
+    assert (tmp_path / "copy" / "self_attention.ipynb").read_text() == '{"late": true}'
+
+    mended = _inbound_folder(inbound, "ann+A+2000-01-01 00:00:00.000000 UTC+r2",
+                             {"self_attention.ipynb": "{}", "data/x.csv": "1"})
+    (mended / "data" / "link").symlink_to("/etc/passwd")
+    taken, refused = trust.inbound_entries(inbound, [mended.name], {}, check_owner=False)
+    assert not taken and "symbolic link" in refused[0]["why"]
+    time.sleep(0.05)
+    (mended / "data" / "link").unlink()  # mended after the look that refused it
+    fixed = os.lstat(mended / "data").st_ctime
+    [seen], _ = trust.inbound_entries(inbound, [mended.name], {}, check_owner=False)
+    snap = trust.take_inbound(inbound, seen, tmp_path / "copy2")
+    assert not snap.whole and snap.changed == pytest.approx(fixed, abs=1e-5) and fixed > os.lstat(mended).st_ctime
+
+
+def test_a_folder_changed_while_it_is_copied_is_refused_whole_and_nothing_is_read_through_a_link(tmp_path):
+    """The student swaps a sub-folder for a link to the grader's files at the moment the copy reaches a file in it
+    (here at a fixed point of the walk, as inotify lets her): the copy goes on reading the folder it opened, never
+    the link, and the change refuses the whole folder, leaving nothing behind. The same holds for every copy of
+    the exchange (trust.safe_copy: submit, release, fetch)."""
+    from attention_course.grading.trust import snapshot
+
+    grader = tmp_path / "grader"
+    grader.mkdir()
+    (grader / "self_attention.ipynb").write_text("MASTER WITH HIDDEN TESTS")
+    inbound = tmp_path / "inbound"
+    entry = _inbound_folder(inbound, "eve+A+t+r1", {"self_attention.ipynb": "{}", "data/a.csv": "1",
+                                                    "data/self_attention.ipynb": "decoy"})
+    (tmp_path / "link").symlink_to(grader)
+    seen_files = []
+
+    def swap(rel, st):  # renameat2(RENAME_EXCHANGE) of data and the link, as eve's inotify watch does it
+        seen_files.append(rel)
+        if rel == "data/a.csv":
+            os.rename(entry / "data", tmp_path / "away")
+            os.rename(tmp_path / "link", entry / "data")
+        return False
+
+    for copy in (lambda dest: snapshot.take(inbound, entry.name, dest, strict=True, ignore=swap),
+                 lambda dest: trust.safe_copy(entry, dest, ignore=swap)):
+        snap = copy(tmp_path / "copy")
+        assert snap.whole and "changed while it was read" in snap.whole, snap
+        assert "data/self_attention.ipynb" in seen_files, "the walk stopped before reading the swapped folder"
+        copied = [p.read_text() for p in (tmp_path / "copy").rglob("*") if p.is_file()]
+        assert "MASTER WITH HIDDEN TESTS" not in copied and (not copied or copied == [])
+        for p in (entry / "data", tmp_path / "copy"):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+        os.rename(tmp_path / "away", entry / "data")
+        (tmp_path / "link").symlink_to(grader)
+        seen_files.clear()
+    # untouched, the same folder is taken whole, with its time
+    snap = snapshot.take(inbound, entry.name, tmp_path / "copy", strict=True)
+    assert not snap.whole and sorted(rel for rel, _ in snap.files) == [
+        "data/a.csv", "data/self_attention.ipynb", "self_attention.ipynb", "submission_secret.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_a_folder_is_taken_only_from_the_owner_it_was_checked_for(tmp_path):
+    """Between the look and the copy the folder's name can come to stand for another folder (a classmate's,
+    swapped in by a rename): the copy checks the owner of what it opened, not of the name it looked at."""
+    import pwd
+
+    daemon, nobody = pwd.getpwnam("daemon").pw_uid, pwd.getpwnam("nobody").pw_uid
+    inbound = tmp_path / "inbound"
+    entry = _inbound_folder(inbound, "daemon+A+t+r1", {"self_attention.ipynb": "{}"})
+    for path in [entry, *entry.rglob("*")]:
+        os.chown(path, daemon, daemon)
+    [seen], _ = trust.inbound_entries(inbound, [entry.name], {})
+    assert seen.uid == daemon
+    os.chown(entry, nobody, nobody)  # the name now stands for a folder of another user
+    snap = trust.take_inbound(inbound, seen, tmp_path / "copy")
+    assert snap.whole and "not by the student's uid" in snap.whole and not (tmp_path / "copy").exists()
+    os.chown(entry, daemon, daemon)
+    os.chown(entry / "self_attention.ipynb", nobody, nobody)
+    snap = trust.take_inbound(inbound, seen, tmp_path / "copy")
+    assert snap.whole and "written by another user" in snap.whole

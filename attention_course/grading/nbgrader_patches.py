@@ -14,11 +14,13 @@ other nbgrader it stops with a message naming what it would patch, because each 
 ``CourseDirectory.get_existing_timestamp``
     Reads ``timestamp.txt`` only when it is a small regular file (:func:`.trust.read_small`).
 ``Exchange.do_copy``
-    Copies with :func:`.trust.safe_copy`: never through a link (collect, submit, release, fetch).
-``ExchangeCollect.init_src`` / ``do_copy``
+    Copies with :func:`.trust.safe_copy`: through file descriptors, never through a link (submit, release, fetch);
+    nbgrader's ignore, include and size rules decided from each entry's own ``lstat``.
+``ExchangeCollect.init_src`` / ``copy_files``
     Takes an inbound folder only as :func:`.trust.inbound_entries` allows (on a shared exchange, owned by the
-    Unix user of the student id it claims; never dated in the future), at the time it trusts (the folder's inode
-    change time), which it writes into ``submitted/``'s ``timestamp.txt``; refusals are logged and recorded.
+    Unix user of the student id it claims; never dated in the future), once, through file descriptors
+    (:func:`.collect.copy_files`, :func:`.trust.take_inbound`), at the latest change of anything in that copy, which
+    it writes into ``submitted/``'s ``timestamp.txt``; refusals are logged and recorded, and stop nobody else's.
 ``ExchangeReleaseAssignment.ensure_root`` / ``init_dest``
     Make the exchange and ``inbound/`` sticky (as ``/tmp``; stock nbgrader makes the exchange 0777): a student
     cannot rename the course folder away, nor rename or remove a classmate's hand-in.
@@ -45,11 +47,11 @@ from pathlib import Path
 
 import nbgrader
 
-from . import formgrader_pages, trust
+from . import collect, formgrader_pages, trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
-           "Exchange.do_copy", "ExchangeCollect.init_src/do_copy",
+           "Exchange.do_copy", "ExchangeCollect.init_src/copy_files",
            "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files",
            "ExchangeReleaseFeedback.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "FormgradeExtension.init_handlers",
@@ -196,52 +198,31 @@ def _autograde_init_assignment(self, assignment_id: str, student_id: str) -> Non
 
 def _exchange() -> None:
     from nbgrader.exchange.default.exchange import Exchange
-    from nbgrader.utils import ignore_patterns
 
     def do_copy(self, src, dest, log=None):
-        handin = trust.inspect_handin(Path(src))
-        total = sum(size for _, _, size in handin.files)
-        if total > 1000 * self.coursedir.max_dir_size:
+        limit = 1000 * self.coursedir.max_dir_size
+        snap = trust.safe_copy(Path(src), Path(dest), log=self.log,
+                               ignore=collect.nbgrader_rules(self.coursedir, self.log), max_total=limit)
+        if snap.too_big:
             self.log.error("Directory size is too big")
-            raise RuntimeError(f"Directory size is too big. Size is {total}, maximum size is "
-                               f"{1000 * self.coursedir.max_dir_size}")
-        skip = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                               max_file_size=self.coursedir.max_file_size, log=self.log)
-
-        def ignored(rel: str) -> bool:  # nbgrader's exclude/include/size rules, on each part of the path
-            folder = str(src)
-            for part in rel.split("/"):
-                if skip(folder, [part]):
-                    return True
-                folder = os.path.join(folder, part)
-            return False
-
-        trust.safe_copy(Path(src), Path(dest), log=self.log, ignore=ignored)
+            raise RuntimeError(f"Directory size is too big: its files pass the maximum size, {limit} bytes")
         if self.coursedir.groupshared:
-            for dirname, _, filenames in os.walk(dest):
-                for path, bits in [(dirname, 0o2770)] + [(os.path.join(dirname, f), 0o660) for f in filenames]:
-                    mode = os.stat(path).st_mode
-                    if mode & bits != bits:
-                        try:
-                            os.chmod(path, (mode | bits) & (0o2777 if bits == 0o2770 else 0o777))
-                        except PermissionError:
-                            self.log.warning("Could not update permissions of %s to make it groupshared", path)
+            collect.share_with_group(str(dest), self.log)
 
     Exchange.do_copy = do_copy
     _collect()
 
 
 def _collect() -> None:
-    """``ExchangeCollect``: which inbound folders are taken and when they came is :func:`.trust.inbound_entries`'s
-    call, never the folder's name or its ``timestamp.txt``; ``submitted/<id>/<assignment>/timestamp.txt`` is
-    re-written with the trusted time. Owners are checked on a shared exchange (not the course's own ``exchange/``
-    folder, where every hand-in is the one user's) unless ``check_owner`` is off."""
+    """``ExchangeCollect``: which inbound folders may be taken and when they came is :func:`.trust.inbound_entries`'s
+    call, never the folder's name or its ``timestamp.txt``; each is then taken once through file descriptors and
+    dated by that copy (:func:`.collect.copy_files`). Owners are checked on a shared exchange (not the course's own
+    ``exchange/`` folder, where every hand-in is the one user's) unless ``check_owner`` is off."""
     import glob
 
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.exchange.default.collect import ExchangeCollect, groupby
-    from nbgrader.exchange.default.exchange import Exchange
-    from nbgrader.utils import check_mode, parse_utc
+    from nbgrader.utils import check_mode
 
     def init_src(self):
         if self.coursedir.course_id == "":
@@ -263,36 +244,19 @@ def _collect() -> None:
                                                check_owner=shared and self.check_owner)
         for entry in refused:
             self.log.warning("Refused %s: %s", trust.display_name(entry["entry"]), entry["why"])
-        redated = [{"entry": e.name, "student": e.student, "owner": "", "why": e.note, "taken": True}
-                   for e in taken if e.note]
-        for entry in redated:
-            self.log.warning("Re-dated %s: %s", trust.display_name(entry["entry"]), entry["why"])
-        trust.record_refusals(course, self.coursedir.assignment_id, refused + redated)
-        self._trusted_stamps = {e.name: trust.trusted_timestamp(e.seen) for e in taken}
-        records = [{"username": e.student, "filename": e.name, "timestamp": parse_utc(self._trusted_stamps[e.name])}
-                   for e in taken]
+        trust.record_refusals(course, self.coursedir.assignment_id, refused)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
             except MissingEntry:
                 self.duedate = None
-        newest_first = [sorted(v, key=lambda r: r["timestamp"], reverse=True)
-                        for v in groupby(records, lambda r: r["username"]).values()]
-        if self.duedate is None or not self.before_duedate:
-            self.src_records = [v[0] for v in newest_first]
-        else:
-            self.src_records = [next((r for r in v if r["timestamp"] <= self.duedate), v[0]) for v in newest_first]
-
-    def do_copy(self, src, dest, log=None):
-        Exchange.do_copy(self, src, dest, log)
-        trusted = getattr(self, "_trusted_stamps", {}).get(os.path.basename(src))
-        if trusted is not None:  # the student's own timestamp.txt says nothing the grader trusts
-            stamp = Path(dest) / "timestamp.txt"
-            stamp.unlink(missing_ok=True)  # a link included: never written through
-            stamp.write_text(trusted, encoding="utf-8")
+        self.candidates = {student: collect.preferred(entries, self.duedate, self.before_duedate)
+                           for student, entries in groupby(taken, lambda e: e.student).items()}
+        self.src_records = [{"username": student, "filename": entries[0].name, "timestamp": entries[0].seen}
+                            for student, entries in self.candidates.items()]
 
     ExchangeCollect.init_src = init_src
-    ExchangeCollect.do_copy = do_copy
+    ExchangeCollect.copy_files = collect.copy_files
 
     from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 

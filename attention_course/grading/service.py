@@ -183,7 +183,7 @@ class Service:
             parts = name.split("+")
             if name in known or len(parts) < 4 or parts[-3] not in self.assignments:
                 continue
-            if not settled(self.inbound / name, now):
+            if not settled(self.inbound, name, now):
                 continue
             fresh.setdefault(parts[-3], []).append(name)
         for assignment, batch in fresh.items():
@@ -250,9 +250,25 @@ class Service:
             self.queue.retry(row.entry, f"the course: {exc}")
             return
         problem = self._collect(row)
+        if problem.startswith("refused: "):
+            self.queue.finish(row.entry, "refused", now, note=problem[len("refused: "):])
+            self.log(f"Refused {row.entry}: {problem[len('refused: '):]}")
+            self._notice(row, "Not taken", [
+                f"Your hand-in of {when(row.seen)} could not be taken: it {problem[len('refused: '):]}.",
+                "Hand in again from the Assignment List: nbgrader's submit copies your files as they should be."])
+            return
         if problem:
             self.queue.finish(row.entry, "superseded" if problem.startswith("newer") else "failed", now, note=problem)
             self.log(f"{row.entry}: not graded: {problem}")
+            return
+        came = self._handed_in(row)
+        due = self.term.deadline(row.student, row.assignment)
+        if came is not None and due is not None and came > due.replace(tzinfo=timezone.utc).timestamp():
+            self.queue.finish(row.entry, "late", now, note="changed after the deadline: for the instructor's commands")
+            self._notice(row, "Changed after the deadline", [
+                f"Your hand-in was changed at {when(came)}, after the deadline "
+                f"({when(due.replace(tzinfo=timezone.utc).timestamp())}). It is not graded on submit: your "
+                "instructor grades it with the class, as handed in at that time."])
             return
         prepare_gradebook(self.course, self.db_url, self.course_id, [row.assignment], {row.student},
                           LogStream(self.log))
@@ -266,6 +282,27 @@ class Service:
                                   self._fingerprint(row, payload["fingerprint"]))
         self.log(f"Grading {row.student}'s hand-in of {row.assignment}")
 
+    def _owner(self, student: str) -> int | None:
+        """The uid a hand-in of ``student`` must belong to (None on one user's own exchange)."""
+        from pwd import getpwnam
+
+        if not self.shared:
+            return None
+        try:
+            return getpwnam(trust.login_of(student, self.logins)).pw_uid
+        except KeyError:
+            return -1  # no such user: no folder is theirs
+
+    def _handed_in(self, row: Row) -> float | None:
+        """When the hand-in now in ``submitted/`` came, as collect dated its copy (None: unknown)."""
+        from nbgrader.utils import parse_utc
+
+        text = trust.read_small(self.course / "submitted" / row.student / row.assignment / "timestamp.txt")
+        try:
+            return parse_utc(text.strip()).replace(tzinfo=timezone.utc).timestamp() if text else None
+        except ValueError:
+            return None
+
     def _fingerprint(self, row: Row, course_print: str = "") -> str:
         """What ``make autograde`` compares to skip the hand-in (:func:`.autograde.handin_fingerprint`)."""
         from .autograde import grading_base, handin_fingerprint
@@ -274,8 +311,9 @@ class Service:
         return handin_fingerprint(self.course, row.assignment, row.student, base, self.term)
 
     def _collect(self, row: Row) -> str:
-        """Collect this hand-in alone into ``submitted/`` (nbgrader's collect as patched for the course); "" when
-        ``submitted/`` now holds it, else why not."""
+        """Collect this hand-in alone into ``submitted/`` (nbgrader's collect as patched for the course: one copy,
+        through file descriptors, :func:`.collect.copy_files`); "" when ``submitted/`` now holds it, else why not
+        (``newer: ...`` when it holds a later hand-in of this student, ``refused: ...`` when the copy was refused)."""
         from nbgrader.utils import capture_log, temp_attrs
 
         api = self._api()
@@ -287,14 +325,14 @@ class Service:
             result = capture_log(app)
         if not result.get("success"):
             return "collect failed: " + (result.get("error") or result.get("log") or "")[-500:]
-        theirs = trust.exchange_metadata(self.inbound / row.entry).get("submission_secret.txt")
-        ours = trust.exchange_metadata(self.course / "submitted" / row.student / row.assignment).get(
-            "submission_secret.txt")
-        if theirs is None:
-            return "it is no longer in the exchange"
-        if theirs != ours:
+        state, why = getattr(app, "outcomes", {}).get(row.entry, ("", ""))
+        if state == "collected":
+            return ""
+        if state == "kept":
             return "newer: submitted/ holds a later hand-in of this student"
-        return ""
+        if state == "refused":
+            return f"refused: {why}"
+        return "it is no longer in the exchange, or collect refused it (see collect-refused.jsonl)"
 
     def _api(self):
         if self.api is None:
@@ -410,7 +448,7 @@ class Service:
         text = notice_page(title, paragraphs)
         if row.told == text:
             return
-        waits = publish(self.exchange / "feedback", self.inbound / row.entry,
+        waits = publish(self.exchange / "feedback", self.inbound, row.entry, self._owner(row.student),
                         self.course / "release" / row.assignment, text)
         if waits:
             self.log(f"{row.entry}: its page waits: {waits}")

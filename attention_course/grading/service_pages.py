@@ -41,18 +41,16 @@ h1 {{ font-size: 1.4rem; }}
 """
 
 
-def publish(outbound: Path, handin: Path, released: Path, text: str) -> str:
-    """Publish ``text`` as the feedback page of the hand-in folder ``handin`` (of ``inbound/``), under the names
-    nbgrader's fetch_feedback looks for (its secret and each of its notebooks the release has, as release_feedback
-    names a page); returns "" when done or when no page can reach its student, else why it must wait."""
+def publish(outbound: Path, inbound: Path, entry: str, owner: int | None, released: Path, text: str) -> str:
+    """Publish ``text`` as the feedback page of the folder ``entry`` of ``inbound/`` (read through file descriptors,
+    never through a link, and only where it is ``owner``'s: :func:`.trust.inbound_view`), under the names nbgrader's
+    fetch_feedback looks for (its secret and each of its notebooks the release has, as release_feedback names a
+    page); returns "" when done or when no page can reach its student, else why it must wait."""
     from nbgrader.utils import notebook_hash
 
-    secret = trust.exchange_metadata(handin).get("submission_secret.txt")
-    names = {p.stem for p in released.glob("*.ipynb")}
-    try:
-        notebooks = sorted(names & {Path(n).stem for n in os.listdir(handin) if n.endswith(".ipynb")})
-    except OSError:
-        notebooks = []
+    secret, names, _ = trust.inbound_view(inbound, entry, owner)
+    released_names = {p.stem for p in released.glob("*.ipynb")}
+    notebooks = sorted(released_names & {Path(n).stem for n in names if n.endswith(".ipynb")})
     if secret is None or not notebooks:
         return ""
     if not outbound.is_dir():  # as nbgrader's release_feedback makes it: pages found by name, never listed

@@ -183,18 +183,15 @@ class Queue:
 SETTLE_S = 60
 
 
-def settled(folder: Path, now: float) -> bool:
-    """Whether nbgrader's submit has finished writing the inbound ``folder`` (its secret is written last), or has
-    had :data:`SETTLE_S` seconds to."""
-    import os
+def settled(inbound: Path, entry: str, now: float) -> bool:
+    """Whether nbgrader's submit has finished writing the folder ``entry`` of ``inbound`` (its secret is written
+    last), or has had :data:`SETTLE_S` seconds to (read through file descriptors: :func:`.trust.inbound_view`)."""
+    from .trust import inbound_view
 
-    from .trust import exchange_metadata
-
-    try:
-        info = os.lstat(folder)
-    except OSError:
+    secret, names, ctime = inbound_view(inbound, entry)
+    if not names and not ctime:
         return False
-    return now - info.st_ctime >= SETTLE_S or "submission_secret.txt" in exchange_metadata(folder)
+    return secret is not None or now - ctime >= SETTLE_S
 
 
 # -- one writer of the gradebook at a time -------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 A folder in ``inbound/`` is named ``<student>+<assignment>+<time>+<random>`` by whoever wrote it, and its
 ``timestamp.txt`` is the student's too: neither may say who handed in or when. The owner of the folder (its
-inode, which only root can change) says who; its inode change time, which its owner can move forward (by changing
-the folder) but never back, says when.
+inode, which only root can change) says who. When: the latest inode change time of anything in it (its folders and
+files), which its owner can move forward (by changing anything) but never back. The student can change the folder
+while the grader reads it, so a hand-in is taken once, through file descriptors (:func:`take_inbound`, on
+:func:`.snapshot.take`), and only that copy is graded and dated.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ class Inbound:
 
     name: str
     student: str
-    seen: datetime  # the folder's inode change time, UTC
+    seen: datetime  # the latest inode change time of anything in it when it was listed, UTC
     note: str = ""  # its name claims another time than when it came (more than FUTURE_SLACK_S off): said, not used
+    uid: int | None = None  # the Unix user it must belong to (None: owners not checked)
 
 
 def login_of(student: str, logins: dict) -> str:
@@ -61,9 +64,10 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
 
     Taken: a real folder (not a link) whose owner is the Unix user of the student id its name claims
     (:func:`login_of`; not checked where ``check_owner`` is off: an exchange only one user writes), not dated in
-    the future, holding what :func:`_contents_problem` allows. Its time is its inode change time, never its name or
-    its ``timestamp.txt``; a name that claims another time gets a note (:attr:`Inbound.note`). A refused folder is
-    never collected, so it replaces nobody's hand-in."""
+    the future, holding what :func:`_contents_problem` allows. Its time is the latest inode change time of anything
+    in it, never its name or its ``timestamp.txt``; a name that claims another time gets a note
+    (:attr:`Inbound.note`). A refused folder is never collected, so it replaces nobody's hand-in. This is a look:
+    what is collected, and its time, is what :func:`take_inbound` then reads through file descriptors."""
     from pwd import getpwnam, getpwuid
 
     now = time.time() if now is None else now
@@ -95,26 +99,78 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
             elif claimed is not None and claimed > now + FUTURE_SLACK_S:
                 why = f"dated in the future ({datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC)"
             else:
-                why = _contents_problem(inbound / name, info.st_uid if check_owner else None)
+                why, latest = _contents_problem(inbound / name, info.st_uid if check_owner else None)
         if why:
             refused.append({"entry": name, "student": student, "owner": owner, "why": why})
         else:
-            seen = datetime.fromtimestamp(info.st_ctime, timezone.utc)
-            note = ""
-            if claimed is not None and abs(claimed - info.st_ctime) > FUTURE_SLACK_S:
-                note = (f"its name says {datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC; "
-                        f"taken as handed in when it came, {seen:%Y-%m-%d %H:%M} UTC")
-            taken.append(Inbound(name, student, seen, note))
+            latest = max(latest, info.st_ctime)
+            seen = datetime.fromtimestamp(latest, timezone.utc)
+            taken.append(Inbound(name, student, seen, redated_note(claimed, latest),
+                                 info.st_uid if check_owner else None))
     return taken, refused
 
 
-def _contents_problem(entry: Path, owner: int | None) -> str:
+def redated_note(claimed: float | None, when: float) -> str:
+    """The note on a folder whose name claims another time than when it came ("" when it agrees)."""
+    if claimed is None or abs(claimed - when) <= FUTURE_SLACK_S:
+        return ""
+    return (f"its name says {datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC; taken as handed in "
+            f"when it came, {datetime.fromtimestamp(when, timezone.utc):%Y-%m-%d %H:%M} UTC")
+
+
+def claimed_time(name: str) -> float | None:
+    """The time the name of a folder of ``inbound/`` claims, in seconds (None where it cannot be read)."""
+    return _claimed(name.split("+"))
+
+
+def take_inbound(inbound: Path, entry: Inbound, dest: Path, ignore=None):
+    """Rule: a hand-in is taken once, from a snapshot the student cannot touch. Copies the folder ``entry`` of
+    ``inbound`` into ``dest`` through file descriptors (:func:`.snapshot.take`, strict): the folder and everything
+    in it its owner's (where owners are checked), files and folders only, nothing changed while it was read, and
+    nbgrader's ``submission_secret.txt`` in it as a regular file of the expected form. Returns the
+    :class:`.snapshot.Snapshot`; its ``whole`` says why nothing was taken. The hand-in's time is its ``changed``: the
+    latest inode change time of anything in the copy (a folder refused and mended later counts from the mending).
+    ``ignore(rel, st)``: what nbgrader's own rules leave out (:func:`.collect.nbgrader_rules`)."""
+    from .files import exchange_metadata
+    from .snapshot import take
+
+    snap = take(inbound, entry.name, dest, owner=entry.uid, strict=True, ignore=ignore)
+    if not snap.whole and "submission_secret.txt" not in exchange_metadata(dest):
+        snap.whole = ("not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be "
+                      "returned)")
+        snap.files = []
+        import shutil
+
+        shutil.rmtree(dest, ignore_errors=True)
+    return snap
+
+
+def inbound_view(inbound: Path, name: str, owner: int | None = None) -> tuple[str | None, list[str], float]:
+    """What the grader reads of a folder of ``inbound/`` without taking it: nbgrader's ``submission_secret.txt`` (of
+    its expected form), the names in it and its inode change time, through file descriptors (the folder opened with
+    ``O_NOFOLLOW``, owned by ``owner`` where given; the secret a small regular file opened from it). (None, [], 0.0)
+    where it cannot be read so; a secret that is not as it should be is None."""
+    from .files import EXCHANGE_FILES
+    from .snapshot import read_view
+
+    found = read_view(inbound, name, owner, "submission_secret.txt")
+    if found is None:
+        return None, [], 0.0
+    text, names, ctime = found
+    secret = text.strip() if text is not None and EXCHANGE_FILES["submission_secret.txt"].fullmatch(text.strip()) \
+        else None
+    return secret, names, ctime
+
+
+def _contents_problem(entry: Path, owner: int | None) -> tuple[str, float]:
     """Why collect may not take what the folder ``entry`` holds ("" when it may): only files and folders (a link,
     a pipe or a device leaves nothing in ``submitted/``: the whole folder is refused and the refusal reported);
     on a shared exchange, all its owner's (stock nbgrader leaves a hand-in's folder 0777: whoever learns its name
     could add files to it); and nbgrader's ``submission_secret.txt``, which its submit always writes (feedback is
     returned under a name made from it; a folder made by hand without one would stop the release of everyone's
-    feedback)."""
+    feedback). Also returns the latest inode change time seen. A look by path, for the listing: what is taken is
+    checked again, through file descriptors, by :func:`take_inbound`."""
+    latest = 0.0
     for folder, dirs, files in os.walk(entry):
         for item in [*dirs, *files]:
             path = os.path.join(folder, item)
@@ -122,16 +178,18 @@ def _contents_problem(entry: Path, owner: int | None) -> str:
                 info = os.lstat(path)
             except OSError:
                 continue
+            latest = max(latest, info.st_ctime)
             if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
                 kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "neither a file nor a folder"
-                return f"holds {os.path.relpath(path, entry)}, {kind}: nothing of it is collected"
+                return f"holds {os.path.relpath(path, entry)}, {kind}: nothing of it is collected", latest
             if owner is not None and info.st_uid != owner:
-                return f"holds {os.path.relpath(path, entry)}, written by another user"
+                return f"holds {os.path.relpath(path, entry)}, written by another user", latest
     try:
         secret = os.lstat(entry / "submission_secret.txt")
     except OSError:
-        return "not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be returned)"
-    return "" if stat.S_ISREG(secret.st_mode) else "its submission_secret.txt is not a file"
+        return ("not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be returned)",
+                latest)
+    return ("" if stat.S_ISREG(secret.st_mode) else "its submission_secret.txt is not a file"), latest
 
 
 def _claimed(parts: list[str]) -> float | None:

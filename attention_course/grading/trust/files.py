@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .snapshot import kind_problem as _kind
 
 #: The largest single file of a hand-in, and the most all its files may hold together.
 MAX_FILE_BYTES = 32 * 2**20
@@ -35,20 +36,6 @@ class Handin:
 
     def readable(self, rel: str) -> bool:
         return any(r == rel for _, r, _ in self.files)
-
-
-def _kind(mode: int) -> str | None:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link: links are never followed, hand in the file itself"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO), not a file"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device file, not a file"
-    if stat.S_ISSOCK(mode):
-        return "a socket, not a file"
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        return "not a regular file"
-    return None
 
 
 def inspect_handin(root: Path, within: Path | None = None, max_file: int = MAX_FILE_BYTES,
@@ -132,30 +119,21 @@ def kernel_files(course: Path, student: str | None, assignment: str) -> list[tup
     return list(found.values())
 
 
-def safe_copy(src: Path, dest: Path, log=None, ignore=None) -> list[str]:
-    """Copy the folder ``src`` to ``dest`` (which must not exist) without following any link: the files
-    :func:`inspect_handin` accepts are copied, a symbolic link is copied as the same link (never its target,
-    so that the refusal is reported where the hand-in is graded), and anything else refused is left out.
-    Returns the refusals (also logged as warnings)."""
-    handin = inspect_handin(Path(src))
-    Path(dest).mkdir(parents=True)
-    for path, rel, _ in handin.files:
-        if ignore is not None and ignore(rel):
-            continue
-        target = Path(dest) / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target, follow_symlinks=False)
-        shutil.copymode(path, target, follow_symlinks=False)
-    for rel, why in handin.refused:
-        link = Path(src) / rel
-        if rel != "." and os.path.islink(link) and (ignore is None or not ignore(rel)):
-            (Path(dest) / rel).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(link), Path(dest) / rel)
-    problems = handin.problems()
-    for problem in problems:
+def safe_copy(src: Path, dest: Path, log=None, ignore=None, max_total: int | None = None):
+    """Rule: copies never follow links. Copies the folder ``src`` to ``dest`` (which must not exist) through file
+    descriptors (:func:`.snapshot.take`: what is checked is what is copied, whatever changes meanwhile): its
+    regular files and folders are copied, a symbolic link is copied as the same link (never its target, so that
+    the refusal is reported where the hand-in is graded), and anything else refused is left out; a folder that
+    changes while it is copied is refused whole. ``ignore(rel, st)`` leaves entries out without a word. Returns the
+    :class:`.snapshot.Snapshot` (its ``problems()`` are also logged as warnings)."""
+    from .snapshot import take
+
+    snap = take(Path(src).parent, Path(src).name, Path(dest), ignore=ignore, max_total=max_total)
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    for problem in snap.problems():
         if log is not None:
             log.warning("not copied from %s: %s", src, problem)
-    return problems
+    return snap
 
 
 def read_small(path: Path, limit: int = 4096) -> str | None:
