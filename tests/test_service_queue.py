@@ -83,6 +83,26 @@ def test_a_restart_puts_a_hand_in_back_with_its_slot_and_never_counts_a_grade_tw
     assert q.row("ann+01+t1+a").graded == 1
 
 
+def test_a_hand_in_the_grader_failed_goes_behind_everyone_waiting(tmp_path):
+    """A retry keeps its slot (the limit does not hold it twice) but never jumps the queue: however often the grader
+    fails it, it is graded after every hand-in that was waiting when it was put back."""
+    q = _queue(tmp_path)
+    q.add("eve+01+t0+e", "01", "eve", 0.0)
+    for i, student in enumerate(("ann", "bob", "cat")):
+        q.add(f"{student}+01+t0+{student}", "01", student, 1.0 + i)
+    assert q.ready(10.0, LIMIT)[0].entry == "eve+01+t0+e"  # she came first
+    q.start("eve+01+t0+e", 10.0)
+    q.retry("eve+01+t0+e", "tried again: the grader failed", behind=11.0)
+    assert [r.entry for r in q.ready(12.0, LIMIT)] == ["ann+01+t0+ann", "bob+01+t0+bob", "cat+01+t0+cat",
+                                                       "eve+01+t0+e"]
+    for student in ("ann", "bob", "cat"):
+        q.start(f"{student}+01+t0+{student}", 13.0)
+        q.finish(f"{student}+01+t0+{student}", "done", 14.0, 90, 100)
+    assert [r.entry for r in q.ready(20.0, LIMIT)] == ["eve+01+t0+e"] and q.row("eve+01+t0+e").attempts == 1
+    q.add("dan+01+t0+d", "01", "dan", 21.0)  # came after eve's retry: after her
+    assert [r.entry for r in q.ready(22.0, LIMIT)] == ["eve+01+t0+e", "dan+01+t0+d"]
+
+
 def test_make_autograde_and_the_service_take_turns(tmp_path):
     service, run = Writer(tmp_path), Writer(tmp_path)
     assert service.acquire(block=False)

@@ -155,9 +155,29 @@ def prepare(payload: dict) -> Path:
     return root
 
 
+def unreadable_notebooks(names: list[str], files: dict[str, bytes]) -> list[str]:
+    """Which of the notebooks ``names`` that ``files`` hold nbformat cannot read (not UTF-8, not JSON, not a
+    notebook): the hand-in's own problem, whatever its bytes say."""
+    bad = []
+    for name in names:
+        if name not in files:
+            continue
+        try:
+            nbformat.reads(files[name].decode("utf-8"), as_version=4)
+        except Exception:  # UnicodeDecodeError, NotJSONError, a JSON that is not a notebook, a nesting too deep
+            bad.append(name)
+    return bad
+
+
 def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> dict:
-    """Autograde one hand-in in the worker's scratch course; returns the executed notebooks."""
+    """Autograde one hand-in in the worker's scratch course; returns the executed notebooks, and a ``status`` that
+    says whose a failure is, decided by where it happened, never by an error's text: ``graded``; ``handin`` (a
+    notebook of the hand-in cannot be read: the student's, ``unreadable`` names them); ``grader`` (an
+    :class:`.executor.EnvironmentFault` raised here while grading it: not the student's); ``failed`` (anything
+    else: not graded, the instructor sees why). A worker that cannot grade at all (its sandbox, its package) raises
+    instead: the caller's future fails, also the grader's."""
     from . import autograde
+    from .executor import EnvironmentFault
 
     with _LOCK:
         start = time.monotonic()
@@ -165,10 +185,17 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
             root = prepare(payload)
         except SystemExit as exc:  # nbgrader's and the course's command-line errors must not end the worker
             raise RuntimeError(str(exc)) from None
+        expected = sorted(rel for rel in payload["source"] if rel.endswith(".ipynb") and "/" not in rel)
+        unreadable = unreadable_notebooks(expected, handin)
+        if unreadable:
+            return {"success": False, "status": "handin", "unreadable": unreadable, "notebooks": {}, "log": "",
+                    "error": f"{', '.join(unreadable)} cannot be read as a notebook (not UTF-8 JSON in nbformat 4)",
+                    "seconds": time.monotonic() - start, "worker": worker_name()}
         os.chdir(root)
         assignment = payload["assignment"]
         submitted = root / "submitted" / student / assignment
         graded = root / "autograded" / student / assignment
+        faults = len(EnvironmentFault.raised)
         try:
             write_tree(submitted, handin)
             shutil.rmtree(graded, ignore_errors=True)
@@ -177,8 +204,10 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
         finally:
             shutil.rmtree(submitted.parent, ignore_errors=True)
             shutil.rmtree(graded.parent, ignore_errors=True)
-        return {"success": bool(result.get("success")) and bool(notebooks),
-                "log": "\n".join(autograde.notable_lines(result.get("log", ""))),
+        raised = EnvironmentFault.raised[faults:]
+        success = bool(result.get("success")) and bool(notebooks) and not raised
+        return {"success": success, "status": "graded" if success else "grader" if raised else "failed",
+                "faults": raised, "log": "\n".join(autograde.notable_lines(result.get("log", ""))),
                 "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
                 "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": worker_name()}
 

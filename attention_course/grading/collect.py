@@ -148,3 +148,38 @@ def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tup
     except OSError:  # submitted/ on another file system than the course folder
         shutil.copytree(taken, dest, symlinks=True)
     return "collected", stamp
+
+
+def collect_one(api, assignment: str, student: str, entry: str, shared: bool) -> str:
+    """Collect the folder ``entry`` of ``inbound/`` alone into ``submitted/`` (the grading service: one hand-in at a
+    time), with nbgrader's collect as the course runs it; "" when ``submitted/`` now holds it, else why not
+    (``newer: ...`` when it holds a later hand-in of this student, ``refused: ...`` when the copy was refused)."""
+    from nbgrader.utils import capture_log, temp_attrs
+
+    with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student):
+        app = api.exchange.Collect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+        app.update = True
+        app.check_owner = shared  # one user's own exchange: every folder is that user's
+        app.only_entries = {entry}
+        result = capture_log(app)
+    if not result.get("success"):
+        return "collect failed: " + (result.get("error") or result.get("log") or "")[-500:]
+    state, why = getattr(app, "outcomes", {}).get(entry, ("", ""))
+    if state == "collected":
+        return ""
+    if state == "kept":
+        return "newer: submitted/ holds a later hand-in of this student"
+    if state == "refused":
+        return f"refused: {why}"
+    return "it is no longer in the exchange, or collect refused it (see collect-refused.jsonl)"
+
+
+def handed_in(course: Path, student: str, assignment: str) -> float | None:
+    """When the hand-in now in ``submitted/`` came, as collect dated its copy (None: unknown)."""
+    from nbgrader.utils import parse_utc
+
+    text = trust.read_small(Path(course) / "submitted" / student / assignment / "timestamp.txt")
+    try:
+        return parse_utc(text.strip()).replace(tzinfo=timezone.utc).timestamp() if text else None
+    except ValueError:
+        return None

@@ -42,7 +42,17 @@ def note(notes: list[str]) -> NotebookNode:
 class EnvironmentFault(RuntimeError):
     """Grading cannot go on as it should for a reason that is not the student's (a locked cell of the master fails
     without any of the student's code, a kernel or the judge cannot start): the hand-in is not graded, and the
-    course command says why, instead of recording the student's score."""
+    course command says why, instead of recording the student's score.
+
+    Each one raised is also kept in :attr:`raised` (this process's memory, which no kernel can write): a grading
+    process tells a fault of the grader from a failure of the hand-in by what it raised, never by an error's text,
+    which can quote the student's bytes (:func:`.cluster.grade_on_worker`)."""
+
+    raised: list[str] = []
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        EnvironmentFault.raised.append(str(self))
 
 
 def _is_test(md) -> bool:

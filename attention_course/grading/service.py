@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import trust
+from . import service_pages as pages
 from .service_pages import notice_page, publish, when
 from .gradebook import submission_score
 from .service_queue import STATE_DIR, Queue, Row, Writer, course_policy, settled
@@ -151,15 +152,9 @@ class Service:
             self.log(f"Ready: {self.backend.capacity} worker(s) warm")
         worked = self.scan(now)
         for row, newer in self.queue.supersede():
-            self._notice(row, "Replaced by a later hand-in", [
-                f"You handed this in at {when(row.seen)}, then handed in again before it was graded. Only your "
-                "latest hand-in is graded: fetch its feedback in the Assignment List."])
+            self._notice(row, *pages.replaced(row.seen))
         for row, at in self.queue.held(now, self.interval):
-            self._notice(row, "Waiting to be graded", [
-                f"You handed this in at {when(row.seen)}. Hand-ins are graded at most once every "
-                f"{self.policy.minutes_between:g} minutes, and your last one was graded less than that ago.",
-                f"Next grading at {when(at)}: fetch feedback again after that time. If you hand in again "
-                "meanwhile, your latest hand-in is the one graded."])
+            self._notice(row, *pages.waiting(row.seen, self.policy.minutes_between, at))
         worked |= self._harvest()
         worked |= self._dispatch(now)
         if not self.flight:
@@ -193,20 +188,18 @@ class Service:
             for entry in refused:
                 self.queue.add(entry["entry"], assignment, entry["student"], now, "refused", entry["why"])
                 self.log(f"Refused {entry['entry']}: {entry['why']}")
+                self._notice(self.queue.row(entry["entry"]), *pages.not_taken(now, entry["why"]))
             for entry in taken:
                 seen = entry.seen.timestamp()
                 if not trust.plain_id(entry.student):  # nbgrader reads ids as globs: never collected by the service
                     self.queue.add(entry.name, assignment, entry.student, seen, "refused", "not a plain student id")
                     self.log(f"Refused {entry.name}: not a plain student id")
                     continue
-                due = self.term.deadline(entry.student, assignment)
-                deadline = None if due is None else due.replace(tzinfo=timezone.utc).timestamp()
+                deadline = self._deadline(entry.student, assignment)
                 if deadline is not None and seen > deadline:
                     self.queue.add(entry.name, assignment, entry.student, seen, "late",
                                    "after the deadline: for the instructor's commands")
-                    self._notice(self.queue.row(entry.name), "Handed in after the deadline", [
-                        f"You handed this in at {when(seen)}, after the deadline ({when(deadline)}). It is not "
-                        "graded on submit: your instructor grades it with the class."])
+                    self._notice(self.queue.row(entry.name), *pages.late(seen, deadline))
                     continue
                 self.queue.add(entry.name, assignment, entry.student, seen)
                 self.log(f"Queued {entry.student}'s hand-in of {assignment} ({when(seen)})")
@@ -249,26 +242,22 @@ class Service:
             self.log(f"{row.assignment}: {exc}")
             self.queue.retry(row.entry, f"the course: {exc}")
             return
+        from .collect import handed_in
+
         problem = self._collect(row)
         if problem.startswith("refused: "):
             self.queue.finish(row.entry, "refused", now, note=problem[len("refused: "):])
             self.log(f"Refused {row.entry}: {problem[len('refused: '):]}")
-            self._notice(row, "Not taken", [
-                f"Your hand-in of {when(row.seen)} could not be taken: it {problem[len('refused: '):]}.",
-                "Hand in again from the Assignment List: nbgrader's submit copies your files as they should be."])
+            self._notice(row, *pages.not_taken(row.seen, problem[len("refused: "):]))
             return
         if problem:
             self.queue.finish(row.entry, "superseded" if problem.startswith("newer") else "failed", now, note=problem)
             self.log(f"{row.entry}: not graded: {problem}")
             return
-        came = self._handed_in(row)
-        due = self.term.deadline(row.student, row.assignment)
-        if came is not None and due is not None and came > due.replace(tzinfo=timezone.utc).timestamp():
+        came, deadline = handed_in(self.course, row.student, row.assignment), self._deadline(row.student, row.assignment)
+        if came is not None and deadline is not None and came > deadline:  # changed after the look that queued it
             self.queue.finish(row.entry, "late", now, note="changed after the deadline: for the instructor's commands")
-            self._notice(row, "Changed after the deadline", [
-                f"Your hand-in was changed at {when(came)}, after the deadline "
-                f"({when(due.replace(tzinfo=timezone.utc).timestamp())}). It is not graded on submit: your "
-                "instructor grades it with the class, as handed in at that time."])
+            self._notice(row, *pages.late(came, deadline, changed=True))
             return
         prepare_gradebook(self.course, self.db_url, self.course_id, [row.assignment], {row.student},
                           LogStream(self.log))
@@ -293,15 +282,9 @@ class Service:
         except KeyError:
             return -1  # no such user: no folder is theirs
 
-    def _handed_in(self, row: Row) -> float | None:
-        """When the hand-in now in ``submitted/`` came, as collect dated its copy (None: unknown)."""
-        from nbgrader.utils import parse_utc
-
-        text = trust.read_small(self.course / "submitted" / row.student / row.assignment / "timestamp.txt")
-        try:
-            return parse_utc(text.strip()).replace(tzinfo=timezone.utc).timestamp() if text else None
-        except ValueError:
-            return None
+    def _deadline(self, student: str, assignment: str) -> float | None:
+        due = self.term.deadline(student, assignment)
+        return None if due is None else due.replace(tzinfo=timezone.utc).timestamp()
 
     def _fingerprint(self, row: Row, course_print: str = "") -> str:
         """What ``make autograde`` compares to skip the hand-in (:func:`.autograde.handin_fingerprint`)."""
@@ -311,28 +294,10 @@ class Service:
         return handin_fingerprint(self.course, row.assignment, row.student, base, self.term)
 
     def _collect(self, row: Row) -> str:
-        """Collect this hand-in alone into ``submitted/`` (nbgrader's collect as patched for the course: one copy,
-        through file descriptors, :func:`.collect.copy_files`); "" when ``submitted/`` now holds it, else why not
-        (``newer: ...`` when it holds a later hand-in of this student, ``refused: ...`` when the copy was refused)."""
-        from nbgrader.utils import capture_log, temp_attrs
+        """Collect this hand-in alone into ``submitted/`` (:func:`.collect.collect_one`)."""
+        from .collect import collect_one
 
-        api = self._api()
-        with temp_attrs(api.coursedir, assignment_id=row.assignment, student_id=row.student):
-            app = api.exchange.Collect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
-            app.update = True
-            app.check_owner = self.shared  # one user's own exchange: every folder is that user's
-            app.only_entries = {row.entry}
-            result = capture_log(app)
-        if not result.get("success"):
-            return "collect failed: " + (result.get("error") or result.get("log") or "")[-500:]
-        state, why = getattr(app, "outcomes", {}).get(row.entry, ("", ""))
-        if state == "collected":
-            return ""
-        if state == "kept":
-            return "newer: submitted/ holds a later hand-in of this student"
-        if state == "refused":
-            return f"refused: {why}"
-        return "it is no longer in the exchange, or collect refused it (see collect-refused.jsonl)"
+        return collect_one(self._api(), row.assignment, row.student, row.entry, self.shared)
 
     def _api(self):
         if self.api is None:
@@ -356,21 +321,16 @@ class Service:
                     self.backend.broken()
                 self._again(row, f"{type(exc).__name__}: {exc}")
                 continue
-            if not result.get("success"):
-                text = f"{result.get('error', '')}\n{result.get('log', '')}"
-                if "EnvironmentFault" in text or "sandbox of worker" in text:
-                    self._again(row, text.strip().splitlines()[-1] if text.strip() else "environment fault")
+            if not result.get("success"):  # whose failure: the worker's status, never the error's text
+                if result.get("status") == "grader":
+                    self._again(row, "; ".join(result.get("faults") or ["the grader's environment"])[-500:])
                     continue
                 from .autograde import failure_cause
 
                 cause = failure_cause(result)
                 self.queue.finish(entry, "failed", self.clock(), note=cause)
                 self.log(f"{entry}: NOT GRADED: {cause}")
-                self._notice(row, "Not graded automatically", [
-                    f"Your hand-in of {when(row.seen)} could not be graded automatically. Your instructor sees why "
-                    "and grades it by hand; nothing is lost.",
-                    "Run Validate on your notebook: it shows most problems (a notebook that cannot be read, a "
-                    "cell that never ends)."])
+                self._notice(row, *pages.not_graded(row.seen, result.get("unreadable", [])))
                 continue
             self._record(row, result, mark)
         return bool(done)
@@ -380,7 +340,7 @@ class Service:
             self.queue.finish(row.entry, "failed", self.clock(), note=f"the grader failed {row.attempts} times: {why}")
             self.log(f"{row.entry}: NOT GRADED after {row.attempts} attempts: {why}")
         else:
-            self.queue.retry(row.entry, f"tried again: {why}")
+            self.queue.retry(row.entry, f"tried again: {why}", behind=self.clock())
             self.log(f"{row.entry}: the grader failed ({why}); trying again")
 
     def _record(self, row: Row, result: dict, mark: str) -> None:

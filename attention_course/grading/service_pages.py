@@ -41,6 +41,54 @@ h1 {{ font-size: 1.4rem; }}
 """
 
 
+def replaced(seen: float) -> tuple[str, list[str]]:
+    return "Replaced by a later hand-in", [
+        f"You handed this in at {when(seen)}, then handed in again before it was graded. Only your latest hand-in is "
+        "graded: fetch its feedback in the Assignment List."]
+
+
+def waiting(seen: float, minutes: float, at: float) -> tuple[str, list[str]]:
+    return "Waiting to be graded", [
+        f"You handed this in at {when(seen)}. Hand-ins are graded at most once every {minutes:g} minutes, and your "
+        "last one was graded less than that ago.",
+        f"Next grading at {when(at)}: fetch feedback again after that time. If you hand in again meanwhile, your "
+        "latest hand-in is the one graded."]
+
+
+def late(came: float, deadline: float, changed: bool = False) -> tuple[str, list[str]]:
+    """The notice of a hand-in after its student's deadline: handed in after it, or (``changed``) handed in before
+    and changed after it."""
+    if changed:
+        return "Changed after the deadline", [
+            f"Your hand-in was changed at {when(came)}, after the deadline ({when(deadline)}). It is not graded on "
+            "submit: your instructor grades it with the class, as handed in at that time."]
+    return "Handed in after the deadline", [
+        f"You handed this in at {when(came)}, after the deadline ({when(deadline)}). It is not graded on submit: "
+        "your instructor grades it with the class."]
+
+
+def not_taken(seen: float, why: str) -> tuple[str, list[str]]:
+    return "Not taken", [
+        f"Your hand-in of {when(seen)} could not be taken: it {why}.",
+        "Hand in again from the Assignment List: nbgrader's submit copies your files as they should be."]
+
+
+def not_graded(seen: float, unreadable: list[str]) -> tuple[str, list[str]]:
+    """The notice of a hand-in that was not graded: its notebooks that cannot be read (the student's to mend, said
+    at once), or a failure the instructor looks into."""
+    if unreadable:
+        return "Your notebook cannot be read", [
+            f"Your hand-in of {when(seen)} was not graded: {', '.join(unreadable)} cannot be read as a notebook (it "
+            "is not a Jupyter notebook file, or it was damaged when it was saved).",
+            "Open it in JupyterLab: if it does not open, download it again from the Assignment List and copy your "
+            "answers in. Run Validate, then hand in again."]
+    return "Not graded automatically", [
+        f"Your hand-in of {when(seen)} could not be graded automatically. Your instructor sees why and grades it by "
+        "hand; nothing is lost.",
+        "Run Validate on your notebook: it shows most problems (a notebook that cannot be read, a cell that never "
+        "ends)."]
+
+
 def publish(outbound: Path, inbound: Path, entry: str, owner: int | None, released: Path, text: str) -> str:
     """Publish ``text`` as the feedback page of the folder ``entry`` of ``inbound/`` (read through file descriptors,
     never through a link, and only where it is ``owner``'s: :func:`.trust.inbound_view`), under the names nbgrader's

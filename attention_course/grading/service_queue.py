@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS handin (
     score REAL,
     max_score REAL,
     note TEXT NOT NULL DEFAULT '',   -- for the instructor: why it failed, which hand-in replaced it
-    told TEXT NOT NULL DEFAULT ''    -- the last notice published to the student for it
+    told TEXT NOT NULL DEFAULT '',   -- the last notice published to the student for it
+    behind REAL                      -- put back after the grader failed it: waits behind everyone waiting then
 );
 CREATE INDEX IF NOT EXISTS by_student ON handin (assignment, student, state);
 """
@@ -64,6 +65,7 @@ class Row:
     max_score: float | None
     note: str
     told: str
+    behind: float | None = None
 
 
 class Queue:
@@ -74,13 +76,15 @@ class Queue:
         self.db = sqlite3.connect(str(path), timeout=60, isolation_level=None)  # autocommit: every step is durable
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
+        if "behind" not in {r[1] for r in self.db.execute("PRAGMA table_info(handin)")}:  # a queue of an earlier run
+            self.db.execute("ALTER TABLE handin ADD COLUMN behind REAL")
 
     def close(self) -> None:
         self.db.close()
 
     def _rows(self, sql: str, *args) -> list[Row]:
         return [Row(*r) for r in self.db.execute(f"SELECT entry, assignment, student, seen, state, slot, attempts, "
-                                                 f"graded, finished, score, max_score, note, told FROM handin {sql}",
+                                                 f"graded, finished, score, max_score, note, told, behind FROM handin {sql}",
                                                  args)]
 
     def row(self, entry: str) -> Row | None:
@@ -142,10 +146,11 @@ class Queue:
             if row.student not in busy:
                 chosen.setdefault(row.student, row)
 
-        def order(row: Row):
+        def order(row: Row):  # a hand-in the grader failed queues again as if it came when it was put back
             last = self.db.execute("SELECT MAX(slot) FROM handin WHERE student = ? AND entry != ?",
                                    (row.student, row.entry)).fetchone()[0]
-            return (row.slot is None, -1.0 if last is None else last, row.seen, row.entry)
+            came = row.seen if row.behind is None else row.behind
+            return (row.slot is None or row.behind is not None, -1.0 if last is None else last, came, row.entry)
 
         return sorted(chosen.values(), key=order)
 
@@ -160,9 +165,11 @@ class Queue:
     def recording(self, entry: str) -> None:
         self.db.execute("UPDATE handin SET state = 'recording' WHERE entry = ?", (entry,))
 
-    def retry(self, entry: str, note: str) -> None:
-        """Back to waiting, its slot kept (a fault of the grader's environment: the student is not charged)."""
-        self.db.execute("UPDATE handin SET state = 'waiting', note = ? WHERE entry = ?", (note, entry))
+    def retry(self, entry: str, note: str, behind: float | None = None) -> None:
+        """Back to waiting, its slot kept (a fault of the grader's environment: the student is not charged); with
+        ``behind`` (now), after every hand-in waiting now: a retry never jumps the queue."""
+        self.db.execute("UPDATE handin SET state = 'waiting', note = ?, behind = COALESCE(?, behind) WHERE entry = ?",
+                        (note, behind, entry))
 
     def finish(self, entry: str, state: str, now: float, score: float | None = None, max_score: float | None = None,
                note: str = "") -> None:
