@@ -99,7 +99,8 @@ def test_arguments_cross_as_copies_and_in_place_changes_are_noted():
         check_unchanged(before, X * 0, "X")  # as in the student's own kernel
     t = torch.ones(3)
     assert changed_in_place("f", [t], [torch.ones(3)], ["t"]) is None  # unchanged: nothing is noted
-    assert "a function of yours changed an argument" in changed_in_place("<lambda>", [X], [X + 1], [None])
+    assert "a function of yours changed an argument" in changed_in_place(None, [X], [X + 1], [None])
+    assert "changed an argument in place" in changed_in_place("scale", [X], [X * 0], ["X"], hidden=True)
 
 
 def test_judge_process_caps_its_own_work():
@@ -311,11 +312,14 @@ def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypa
         live_proc.wait()
 
 
-def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None = None) -> dict:
+def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None = None,
+           signatures: dict | None = None) -> dict:
     """Run the test cell ``cell`` in a judge whose student's namespace (served by the course agent in a thread of
     this process) holds ``functions``, once per function (``{f}`` in the cell names it): name -> the message
-    the page would show (``judgeproc.outcome``), or "passed"; the judge's notes by name into ``notes``."""
+    the page would show (``judgeproc.outcome``), or "passed"; the judge's notes by name into ``notes``. The master's
+    signatures (what the notes call the parameters) are ``signatures``, by default each function's own."""
     import __main__
+    import inspect
     import threading
 
     from attention_course.grading.agent import Agent
@@ -336,6 +340,8 @@ def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None
         conn = Connection(sock)
         assert conn.wait_ready(10)
         judge = Judge(conn, frozenset({name}))
+        conn.signatures = signatures if signatures is not None else {
+            n: tuple(inspect.signature(fn).parameters) for n, fn in functions.items()}
         judge.run("import numpy as np", fetch=False)
         try:
             judge.run(cell.format(f=name))
@@ -413,3 +419,30 @@ def test_a_hidden_check_quotes_nothing_the_students_code_said(tmp_path, monkeypa
     bare = judged(tmp_path, monkeypatch, {"echo_value_error": echo_value_error},
                   "### BEGIN HIDDEN TESTS\n{f}(np.array([%s]))\n### END HIDDEN TESTS" % SECRET)
     assert bare["echo_value_error"].startswith("raised by your code on a hidden test's input"), bare
+
+
+def test_a_note_speaks_only_the_courses_names(tmp_path, monkeypatch):
+    """A function that changes its argument in place and then renames itself and its parameters after the input it
+    was given: its note names it as the test looked it up and its argument as the master's signature does, never what
+    the kernel says after the call; on a hidden line it names no argument at all (which one changed is the kernel's
+    to say), and nothing of the hidden input reaches it."""
+    def made():
+        def softmax(S, axis=-1):
+            leak = "".join(c if c.isalnum() else "_" for c in str(np.asarray(S).ravel().tolist()))
+            S -= 1.0
+            softmax.__name__ = softmax.__qualname__ = f"x{leak}"  # what the kernel would report after the call
+            softmax.__code__ = softmax.__code__.replace(co_varnames=(f"x{leak}",) + softmax.__code__.co_varnames[1:])
+            return np.asarray(S)
+        return softmax
+
+    master = {"softmax": ("S", "axis")}
+    for cell, hidden in (("X_ = np.array([%s])\nsoftmax(X_)\n" % SECRET, False),
+                         ("### BEGIN HIDDEN TESTS\nX_ = np.array([%s])\nsoftmax(S=X_)\n### END HIDDEN TESTS" % SECRET,
+                          True)):
+        notes = {}
+        verdicts = judged(tmp_path, monkeypatch, {"softmax": made()}, cell, notes, master)
+        assert verdicts == {"softmax": "passed"} and len(notes["softmax"]) == 1, (verdicts, notes)
+        [note] = notes["softmax"]
+        assert SECRET not in note and SECRET.replace(".", "_") not in note and "x" + "0_" not in note, note
+        expected = "your function softmax changed " + ("an argument" if hidden else "its argument S") + " in place"
+        assert note.startswith(expected), note

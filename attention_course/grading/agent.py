@@ -110,8 +110,7 @@ class Agent:
                     from attention_course.checks import gradients
 
                     value = gradients(target, tuple(args), dec.decode(req.get("cotangents")), **kwargs)
-                self._reply({"ok": None, "fn": _name_of(target), "names": _argument_names(target, args, kwargs, received)},
-                            value, echo=received)
+                self._reply({"ok": None}, value, echo=received)  # the judge names the function, not the kernel
             elif op == "getattr":
                 value = getattr(target, str(req.get("name")))
                 keep = not wire.is_data(value) or _is_array(value)
@@ -171,27 +170,3 @@ def connect(path: str) -> None:
 
 def serve() -> None:
     _agent.serve()
-
-
-def _name_of(fn) -> str | None:
-    name = getattr(fn, "__name__", None) or type(fn).__name__
-    return name if isinstance(name, str) else None
-
-
-def _argument_names(fn, args: list, kwargs: dict, arrays: list) -> list:
-    """For each array received for a call, the parameter of ``fn`` it was passed as (or None): for messages."""
-    import inspect
-
-    try:
-        bound = inspect.signature(fn).bind_partial(*args, **kwargs).arguments
-    except (TypeError, ValueError):
-        bound = {f"argument {i + 1}": a for i, a in enumerate(args)} | dict(kwargs)
-
-    def holds(value, array) -> bool:
-        if value is array:
-            return True
-        if isinstance(value, (list, tuple)):
-            return any(holds(v, array) for v in value)
-        return isinstance(value, dict) and any(holds(v, array) for v in value.values())
-
-    return [next((str(k) for k, v in bound.items() if holds(v, a)), None) for a in arrays]

@@ -124,6 +124,34 @@ def bound_names(source: str) -> frozenset[str]:
     return frozenset(bound)
 
 
+@functools.lru_cache(maxsize=4096)
+def signatures(source: str) -> dict[str, tuple[str, ...]]:
+    """The parameters of each function and class a cell defines at its top level, in call order (a class: its
+    ``__init__``'s; a method ``Class.name``'s too; ``self`` left out): the names the course's notes use."""
+    try:
+        tree = ast.parse(python_source(source))
+    except SyntaxError:
+        return {}
+
+    def params(fn, method: bool) -> tuple[str, ...]:
+        a = fn.args
+        names = [p.arg for p in [*a.posonlyargs, *a.args]][1 if method else 0:] + [p.arg for p in a.kwonlyargs]
+        return tuple(names)
+
+    found: dict[str, tuple[str, ...]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found[node.name] = params(node, False)
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = ()
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found[f"{node.name}.{item.name}"] = params(item, True)
+                    if item.name == "__init__":
+                        found[node.name] = params(item, True)
+    return found
+
+
 @functools.lru_cache(maxsize=1024)
 def hidden_lines(code: str) -> frozenset[int]:
     """The line numbers (from 1) of ``code`` inside its hidden-test blocks, markers included."""

@@ -118,6 +118,8 @@ class JudgedExecute(NbGraderPreprocessor):
                         if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("locked")
                         and not _is_test(c.metadata["nbgrader"])]
         self._allowed = trust.student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
+        self._signatures = {name: list(params) for name, params in trust.master_signatures(
+            course, info.get("assignment", ""), info.get("notebook", "")).items() if name.split(".")[0] in self._allowed}
         self.kernel = None
         self.judge = None
         os.environ.setdefault("MPLBACKEND", "Agg")
@@ -164,7 +166,7 @@ class JudgedExecute(NbGraderPreprocessor):
         if self.judge is not None:
             self.judge.close()
         self.judge = JudgeProcess(forkserver.server(list(self.preload)), self.judge_memory_limit, os.getcwd())
-        self.judge.request({"op": "allow", "names": sorted(self._allowed)}, 10)
+        self.judge.request({"op": "allow", "names": sorted(self._allowed), "signatures": self._signatures}, 10)
         for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
                                        self.timeout + self.interrupt_grace)

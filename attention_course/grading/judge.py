@@ -74,12 +74,16 @@ class Remote:
     """An object that lives in the student's kernel. Attribute access, calls, iteration and
     indexing are requests to the kernel; results come back as plain data where possible."""
 
-    __slots__ = ("_judge_conn", "_judge_id", "_judge_types", "__weakref__")
+    __slots__ = ("_judge_conn", "_judge_id", "_judge_types", "_judge_name", "__weakref__")
 
     def __getattr__(self, name):
         if name.startswith("__") or name.startswith("_judge"):
             raise AttributeError(name)
-        return self._judge_conn.request({"op": "getattr", "target": self._judge_ref(), "name": name})
+        value = self._judge_conn.request({"op": "getattr", "target": self._judge_ref(), "name": name})
+        owner = getattr(self, "_judge_name", None)
+        if isinstance(value, Remote) and owner is not None and name.isidentifier():  # Class.method, as the master
+            object.__setattr__(value, "_judge_name", f"{owner.removesuffix('()')}.{name}")
+        return value
 
     def _judge_ref(self):
         return {"t": "ref", "id": self._judge_id}
@@ -146,6 +150,8 @@ class Connection:
         self.texts: list[str] = []
         #: notes for the student on the running cell that cost no points (an argument changed in place)
         self.notes: list[str] = []
+        #: the master's parameters of each function a student defines (:func:`.trust.master_signatures`)
+        self.signatures: dict[str, tuple[str, ...]] = {}
 
     def start_cell(self, hidden: frozenset[int]) -> None:
         self.hidden, self.texts, self.notes = hidden, [], []
@@ -218,8 +224,10 @@ class Connection:
                 self.broken = True
 
     # -- requests ------------------------------------------------------------------------
-    def request(self, req: dict, extra: dict | None = None, mirror: list | None = None):
+    def request(self, req: dict, extra: dict | None = None, mirror: list | None = None, name: str | None = None):
+        """Send ``req`` and return the kernel's answer; ``name``: the course's name of the function a call calls."""
         enc = wire.Encoder(self._encode_handle)
+        call_args, call_kwargs = req.get("args", []), req.get("kwargs", {})
         for key in ("target", "key", "args", "kwargs", "cotangents"):
             if key in req:
                 req[key] = req[key] if key == "target" else enc.encode(req[key])
@@ -251,12 +259,30 @@ class Connection:
                     raise StudentError(f"the result could not be read: {exc}") from None
                 finally:
                     self.heard(*dec.strings)
-                note = trust.changed_in_place(msg.get("fn"), sent_arrays, echo, msg.get("names"))
+                note = trust.changed_in_place(name, sent_arrays, echo,
+                                              self._described(name, call_args, call_kwargs, sent_arrays),
+                                              self._on_hidden_line()) if echo is not None else None
                 if note and req.get("op") in ("call", "vjp") and note not in self.notes and len(self.notes) < 5:
                     self.notes.append(note)
                 return value
         finally:
             self._callbacks.clear()
+
+    def _described(self, name: str | None, args, kwargs, arrays: list) -> list:
+        """For each array sent with a call, the master's name of the parameter the test passed it as (None where the
+        master's signature has none): the test's own arguments and the course's signature, never the kernel's."""
+        params = self.signatures.get(name or "", ())
+        slots = [(params[i] if i < len(params) else None, value) for i, value in enumerate(args or [])]
+        slots += [(key if key in params else None, value) for key, value in (kwargs or {}).items()]
+
+        def holds(value, array) -> bool:
+            if value is array:
+                return True
+            if isinstance(value, (list, tuple)):
+                return any(holds(v, array) for v in value)
+            return isinstance(value, dict) and any(holds(v, array) for v in value.values())
+
+        return [next((param for param, value in slots if holds(value, array)), None) for array in arrays]
 
     def _answer_callback(self, msg, buffers) -> None:
         fn = self._callbacks.get(msg.get("cb"))
@@ -280,7 +306,10 @@ class Connection:
             wire.send(self.sock, {"err": f"{type(exc).__name__}: {exc}"[:500]}, [])
 
     def lookup(self, name: str):
-        return self.request({"op": "lookup", "name": name})
+        value = self.request({"op": "lookup", "name": name})
+        if isinstance(value, Remote):
+            object.__setattr__(value, "_judge_name", name)  # the name the test knows it by
+        return value
 
     def call(self, target: Remote, args, kwargs, op: str = "call", cotangents=None):
         import torch  # the judge's grad mode (e.g. inside torch.no_grad()) applies to the call
@@ -289,7 +318,19 @@ class Connection:
                "grad": torch.is_grad_enabled()}
         if op == "vjp":
             req["cotangents"] = list(cotangents)
-        return self.request(req)
+        name = self._callee(getattr(target, "_judge_name", None))
+        value = self.request(req, name=name)
+        if isinstance(value, Remote) and name is not None and any(k.startswith(f"{name}.") for k in self.signatures):
+            object.__setattr__(value, "_judge_name", f"{name}()")  # an instance of the student's class
+        return value
+
+    def _callee(self, name: str | None) -> str | None:
+        """The course's name of what calling ``name`` runs: an instance of a class calls its ``forward`` (a module)
+        or ``__call__``."""
+        if name is None or not name.endswith("()"):
+            return name
+        cls = name[:-2]
+        return next((f"{cls}.{m}" for m in ("forward", "__call__") if f"{cls}.{m}" in self.signatures), cls)
 
 
 #: What stands for the message of an error the student's code raised on a hidden test's input.
@@ -324,6 +365,8 @@ class Judge:
         self.conn = conn
         #: the names the judge may take from the student's kernel (those the student is meant to define)
         self.allowed = allowed
+        #: the master's parameters of each of them (:func:`.trust.master_signatures`), for the notes
+        self.signatures: dict[str, tuple[str, ...]] = {}
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _no_ipython}
         self.hidden: frozenset[int] = frozenset()  # the hidden lines of the cell that ran last
 

@@ -88,8 +88,15 @@ def serve(fd: int, settings: dict) -> int:
             if judge.conn is not None:
                 judge.conn.sock.close()
             judge.conn = Connection(socket.socket(fileno=fds[0])) if fds else None
+            if judge.conn is not None:
+                judge.conn.signatures = judge.signatures
         elif op == "allow":
             judge.allowed = frozenset(msg.get("names", []))
+            signatures = msg.get("signatures", {})
+            judge.signatures = {str(k): tuple(map(str, v)) for k, v in signatures.items()} \
+                if isinstance(signatures, dict) else {}
+            if judge.conn is not None:
+                judge.conn.signatures = judge.signatures
         elif op in ("locked", "test"):
             timeout = float(msg.get("timeout", 60))
             conn = judge.conn

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from .. import wire
-from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, replace_blocks, uncomment
+from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, replace_blocks, signatures, uncomment
 from .pages import inert_attachments
 
 
@@ -153,28 +153,40 @@ def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset
     return frozenset(names - locked)
 
 
-def _plain_name(name) -> str | None:
-    """A name the kernel reported, if it is an identifier (it is untrusted text that reaches a message)."""
-    return name if isinstance(name, str) and name.isidentifier() and len(name) <= 60 else None
+def master_signatures(course: Path, assignment: str, notebook: str) -> dict[str, tuple[str, ...]]:
+    """The parameters of the functions and classes the master's unlocked cells define (:func:`.cells.signatures`):
+    the course's own names for what a test passes to a student's function, for its notes."""
+    found: dict[str, tuple[str, ...]] = {}
+    try:
+        master = json.loads((Path(course) / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+        for cell in master["cells"]:
+            if cell["cell_type"] == "code" and not cell.get("metadata", {}).get("nbgrader", {}).get("locked"):
+                found.update(signatures(replace_blocks(_source(cell), BEGIN_STARTER, END_STARTER, uncomment)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return found
 
 
-def changed_in_place(function, sent: list, returned: list | None, names) -> str | None:
+def changed_in_place(function: str | None, sent: list, returned: list | None, described: list,
+                     hidden: bool = False) -> str | None:
     """Rule: an argument a student's function changed in place is a note on the check that called it, never a lost
-    point. Arguments cross to the kernel as copies, so nothing the student's code does to them changes the test's
-    own arrays; ``returned`` is the state of the kernel's copies after the call *as the kernel reports it*, and a
-    hand-in that rewrites the course agent in its kernel can report anything (README, "Not defended"): no point
-    may rest on it. Returns the note, or None."""
+    point, and the note speaks only the course's words. Arguments cross to the kernel as copies, so nothing the
+    student's code does to them changes the test's own arrays; ``returned`` is the state of the kernel's copies after
+    the call *as the kernel reports it*, and a hand-in that rewrites the course agent in its kernel can report
+    anything (README, "Not defended"): no point may rest on it. ``function`` is the name the test looked the
+    function up by and ``described`` each sent array's parameter in the master's signature (None where there is
+    none): nothing the kernel says after a call (a ``__name__``, a signature) is quoted. On a hidden line the note
+    names no argument (which of them changed is the kernel's to say). Returns the note, or None."""
     changed = []
     if returned is not None and len(returned) == len(sent):
-        names = names if isinstance(names, list) else []
         for i, (original, new) in enumerate(zip(sent, returned)):
             if not wire.same_value(original, new):
-                changed.append(_plain_name(names[i]) if i < len(names) else None)
+                changed.append(None if hidden or i >= len(described) else described[i])
     if not changed:
         return None
     named = sorted({n for n in changed if n})
     what = f"its argument{'s' if len(named) > 1 else ''} {', '.join(named)}" if named else "an argument"
-    return (f"your function {_plain_name(function) or 'a function of yours'} changed {what} in place: the "
+    return (f"your function {function or 'a function of yours'} changed {what} in place: the "
             "caller's arrays must be left as they were. Work on new arrays (e.g. `Q = X @ W + b`, "
             "`x = x - x.max()`), not `X += ...`, `x -= ...` or `x[...] = ...` on an argument.")
 
