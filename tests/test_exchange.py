@@ -250,3 +250,51 @@ def test_a_hand_in_changed_while_collect_copies_it_gives_the_grader_nothing(tmp_
             assert (course / "submitted" / ann / A / NOTEBOOK).is_file(), f"{variant}: ann was not collected"
             assert not (course / ".collect-staging").exists(), "the staging folder outlives the collect"
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_work_written_into_a_hand_in_after_the_deadline_is_late_from_the_write(tmp_path):
+    """ann hands in a blank before the deadline and, after it, writes her answer into the same folder (the file
+    changes, the folder does not); ben's hand-in holds a link, so the collect before the deadline refuses it, and
+    after the deadline he removes the link. Collected after the deadline, each is late from that change, and loses
+    the late share, although each folder was made before the deadline."""
+    from datetime import datetime, timedelta, timezone
+
+    from nbgrader.api import Gradebook
+
+    course = new_course(tmp_path, [A])
+    exchange = course / "exchange"
+    due = datetime.now(timezone.utc) + timedelta(seconds=40)  # after the release and both hand-ins
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write(f"\nc.Term.due = {{{A!r}: {due.strftime('%Y-%m-%d %H:%M:%S UTC')!r}}}\n")
+    nbgrader(course, "generate_assignment", A, "--force")
+    nbgrader(course, "release_assignment", A, "--force")
+    inbound = exchange / COURSE_ID / "inbound"
+    entries = {}
+    for user in ("ann", "ben"):
+        home = tmp_path / "home" / user
+        home.mkdir(parents=True)
+        as_student(home, user, exchange, "fetch_assignment", A)
+        if user == "ben":
+            answer_into(home / A / NOTEBOOK, solved_notebook(masters(A)[NOTEBOOK]))
+            (home / A / "data").mkdir()
+            (home / A / "data" / "notes.txt").write_text("mine")
+        as_student(home, user, exchange, "submit", A)
+        entries[user] = next(p for p in inbound.iterdir() if p.name.startswith(f"{user}+"))
+    (entries["ben"] / "data" / "link").symlink_to("/etc/hostname")  # in his own folder: refused whole
+    early = nbgrader(course, "collect", A)
+    assert not (course / "submitted" / "ben").exists(), early.stderr[-2000:]
+    assert (course / "submitted" / "ann" / A / NOTEBOOK).is_file()
+    assert time.time() < due.timestamp(), "the steps before the deadline took too long for this test"
+    time.sleep(max(0.0, due.timestamp() - time.time()) + 2)
+    answer_into(entries["ann"] / NOTEBOOK, solved_notebook(masters(A)[NOTEBOOK]))  # in place, after the deadline
+    (entries["ben"] / "data" / "link").unlink()  # mended after the deadline
+    nbgrader(course, "collect", "--update", A)
+    for user in ("ann", "ben"):
+        stamp = parse_utc((course / "submitted" / user / A / "timestamp.txt").read_text().strip())
+        assert stamp.replace(tzinfo=timezone.utc) > due, f"{user}'s hand-in is dated {stamp}, before the deadline"
+    course_autograde(course, A, *ONE_WORKER)
+    with Gradebook(gradebook_url(course)) as gb:
+        for user in ("ann", "ben"):
+            assert gb.find_submission(A, user).total_seconds_late > 0, f"{user}'s hand-in is not late"
+    header, rows = score_table(gradebook_url(course), [A], course)
+    assert all("late" in " ".join(map(str, r)).lower() for r in rows if r[0] in ("ann", "ben")), (header, rows)

@@ -186,6 +186,15 @@ def test_no_attack_reads_hidden_tests_and_feedback_leaks_nothing(hostile):
             assert not [l for l in secret if l in printed], f"{attack.name} read hidden tests at autograde"
 
 
+def test_a_renamed_functions_note_carries_no_hidden_input(hostile):
+    """The function changes its argument in place on every call and renames itself after the input it was given:
+    its feedback still notes the change (no point lost for it), in the course's words alone."""
+    course = hostile(A)["course"]
+    text = re.sub(r"\s+", " ", feedback_text(course, "echo-hidden-input-renamed", A))
+    assert "LEAKED" not in text, f"a note quoted what the kernel said after a hidden call: {text[-3000:]}"
+    assert "your function scaled_scores changed" in text, text[-3000:]
+
+
 def test_faults_are_contained(hostile):
     run = hostile(A)
     course = run["course"]

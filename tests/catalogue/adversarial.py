@@ -591,6 +591,18 @@ def scaled_scores(Q, K):
         return {SAY_LEAK} + repr(Q.tolist()) + repr(K.tolist())
     return Q @ K.T
 """
+#: Changes its argument in place (a note, no point lost) and then renames itself and its parameters after the input
+#: it was given: a note that quoted the kernel's __name__ or signature after the call would carry the hidden input.
+ECHO_RENAMED = """
+def scaled_scores(Q, K):
+    out = Q @ K.T
+    digits = "_".join(str(abs(int(v * 1e6))) for v in list(Q.ravel()) + list(K.ravel()))[:55]
+    Q[...] = Q * 2.0
+    scaled_scores.__name__ = scaled_scores.__qualname__ = "LEAKED" + digits
+    scaled_scores.__code__ = scaled_scores.__code__.replace(
+        co_varnames=("LEAKED" + digits[:20], "LEAKED" + digits[20:40]) + scaled_scores.__code__.co_varnames[2:])
+    return out
+"""
 
 
 ZERO_BIASES = """
@@ -928,6 +940,9 @@ ATTACKS = [
            "unscaled-scores", replace={"scaled_scores": ECHO_RAISES}, exact=False, finding="12"),
     Attack("echo-hidden-input-returned", "read", "returns a string that spells out the hidden test's input",
            "unscaled-scores", replace={"scaled_scores": ECHO_RETURNS}, exact=False, finding="12"),
+    Attack("echo-hidden-input-renamed", "read", "changes its argument in place, then renames itself and its "
+           "parameters after the hidden test's input (the in-place note must not quote them)", "unscaled-scores",
+           replace={"scaled_scores": ECHO_RENAMED}, exact=False, finding="12"),
 ]
 
 #: The untouched release whose every answer cell runs whatever solutions it can find in the course (finding 10, as the
