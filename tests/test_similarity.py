@@ -8,20 +8,23 @@ catalogue alternative written in another style, the untouched release twice, and
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from attention_course.grading import similarity
+from attention_course.grading.cells import cell_source
 from attention_course.grading.course import ROOT, available, catalogue_path
 from conftest import SWEEP
 
 from tools.disguises import KINDS as DISGUISES
 from tools.disguises import disguised
 from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, disguise, load_catalogue, read_notebook,
-                               write_class, write_notebook)
+                               solved_notebook, write_class, write_notebook)
 
 #: Per assignment, a catalogue alternative that rewrites most of the answers in another style (NumPy instead of
 #: PyTorch, einsum, other designs): written by someone else, it must not be flagged against the master's solution.
@@ -79,15 +82,24 @@ def pair(data: dict, a: str, b: str) -> dict | None:
     return next((p for p in data["pairs"] if set(p["students"]) == {a, b}), None)
 
 
-def test_the_json_interface_is_exactly_as_documented(reports):
-    for assignment, (_, _, data) in reports.items():
-        assert set(data) == {"pairs", "threshold"} and data["threshold"] == similarity.THRESHOLD
+def test_the_json_interface_is_exactly_as_documented(reports, opaque_class):
+    hidden = opaque_class[2]
+    for assignment, (_, _, data) in [*reports.items(), ("01_self_attention (opaque)", opaque_class)]:
+        assert set(data) == {"pairs", "threshold", "opaque"} and data["threshold"] == similarity.THRESHOLD
         scores = [p["score"] for p in data["pairs"]]
         assert scores == sorted(scores, reverse=True), f"{assignment}: pairs not best first"
         for p in data["pairs"]:
-            assert {"students", "score", "flagged"} <= set(p), p
+            assert set(p) == {"students", "score", "flagged", "shares", "matched_tokens"}, p
             assert len(p["students"]) == 2 and p["students"][0] != p["students"][1]
             assert 0 <= p["score"] <= 1 and p["flagged"] == (p["score"] >= data["threshold"]), p
+            assert len(p["shares"]) == 2 and all(0 <= x <= 1 for x in p["shares"]) and p["matched_tokens"] >= 0
+        for o in data["opaque"]:
+            assert set(o) == {"student", "file", "cell", "cell_id", "constructs"}, o
+            assert isinstance(o["cell"], int) or (o["cell"] is None and o["cell_id"] is None), o
+            assert o["constructs"] == sorted(set(o["constructs"])) and o["constructs"], o
+        places = [(o["student"], o["file"], -1 if o["cell"] is None else o["cell"]) for o in data["opaque"]]
+        assert places == sorted(set(places)), f"{assignment}: opaque entries not one per cell, in order"
+    assert hidden["opaque"] and not any(data["opaque"] for _, _, data in reports.values())
 
 
 @pytest.mark.parametrize("assignment", available())
@@ -109,6 +121,7 @@ def test_independent_work_and_the_release_are_not_flagged(reports, assignment):
     # the untouched release has no code of its own (its starter code and locked cells are left out)
     assert not [p for p in data["pairs"] if {"blank", "blank-too"} & set(p["students"]) and p["score"] > 0]
     assert result.texts["blank"] == result.texts["blank-too"] == ""
+    assert data["opaque"] == [], f"{assignment}: honest hand-ins named opaque: {data['opaque']}"
 
 
 def test_a_corrupt_notebook_is_reported_and_the_rest_compared(reports):
@@ -155,6 +168,159 @@ def active_markup(page: str) -> list:
 
     Parser().feed(page)
     return found
+
+
+# ---- code the report cannot read ----------------------------------------------------------------------------------
+
+class _Runs:
+    """Unpickled, runs its code (what a pickle of an answer looks like)."""
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
+
+
+def hidden_forms(source: str) -> dict[str, tuple[str, str]]:
+    """Ways to hand in an answer cell's code where no parser reads it, each of which runs it in the student's kernel:
+    kind -> (the cell's new source, a construct the report must name)."""
+    import base64
+    import marshal
+    import pickle
+    import zlib
+
+    hexed = f'bytes.fromhex("{source.encode().hex()}").decode()'
+    packed = f'zlib.decompress(base64.b64decode("{base64.b64encode(zlib.compress(source.encode())).decode()}")).decode()'
+    code = f'marshal.loads(bytes.fromhex("{marshal.dumps(compile(source, "<answer>", "exec")).hex()}"))'
+    fields = ", ".join(f"c.co_{f}" for f in ("argcount", "posonlyargcount", "kwonlyargcount", "nlocals", "stacksize",
+                                                "flags", "code", "consts", "names", "varnames", "filename", "name",
+                                                "qualname", "firstlineno", "linetable", "exceptiontable"))
+    return {
+        "hex": (f"exec({hexed})", "exec(<computed>)"),
+        "eval": (f'eval("ex" + "ec")({hexed})', "eval(<computed>)"),
+        "compile": (f'import base64, zlib\nanswer = compile({packed}, "<answer>", "exec")\nexec(answer)',
+                    "compile(<computed>)"),
+        "dunder-import": (f'__import__("built" + "ins").exec({hexed})', "__import__(<computed>)"),
+        "importlib": (f'import importlib\nimportlib.import_module("bui" + "ltins").exec({hexed})',
+                      "importlib.import_module(<computed>)"),
+        "marshal": (f"import marshal\nexec({code})", "marshal.loads(...)"),
+        "pickle": (f'import pickle\npickle.loads(bytes.fromhex("{pickle.dumps(_Runs(source)).hex()}"))',
+                   "pickle.loads(...)"),
+        "function-type": (f"import marshal, types\ntypes.FunctionType({code}, globals())()", "types.FunctionType(...)"),
+        "code-type": (f"import marshal, types\nc = {code}\ntypes.FunctionType(types.CodeType({fields}), globals())()",
+                      "types.CodeType(...)"),
+        "getattr": (f'import base64, builtins, zlib\ngetattr(builtins, "ex" + "ec")({packed})',
+                    "getattr(builtins, <computed>)"),
+        "payload": (f"import base64, zlib\npayload = {packed}\nexec(payload)", "exec(<computed>)"),
+        "globals": (f'globals()["__built" + "ins__"].exec({hexed})', "globals()[<computed>]"),
+        "dunder-builtins": (f'getattr(__builtins__, "".join(map(chr, (101, 120, 101, 99))))({hexed})',
+                            "getattr(builtins, <computed>)"),
+        "written-module": (f'import base64, zlib\nwith open("answer_" + "impl.py", "w") as f:\n    f.write({packed})\n'
+                           "from answer_impl import *", "import answer_impl: neither handed in nor installed"),
+        "run-cell": (f"get_ipython().run_cell({hexed})", "get_ipython().run_cell(<computed>)"),
+    }
+
+
+@pytest.fixture(scope="module")
+def opaque_class(tmp_path_factory):
+    """A class of 01: the master, the demo student, a catalogue alternative, the release, and one hand-in per way of
+    :func:`hidden_forms` (the master's solution with its first answer cell hidden that way), and one handing in
+    compiled code and a module in another source encoding. (course, Result, JSON as read back); the Result's
+    ``hidden`` maps each hidden hand-in to (notebook, cell index, cell id, the construct to name)."""
+    assignment = "01_self_attention"
+    course = tmp_path_factory.mktemp("opaque") / assignment
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / assignment, course / part / assignment)
+    catalogue = load_catalogue(catalogue_path(assignment))
+    other = next(s for s in catalogue if s.name == OTHER_STYLE[assignment])
+    write_class(course, assignment, {"master": COMPLETE, COPIED: demo_roster(catalogue)[COPIED], "other-style": other,
+                                     "blank": BLANK})
+    (name,) = [p.name for p in (course / "submitted" / "master" / assignment).glob("*.ipynb")]
+    master = read_notebook(course / "submitted" / "master" / assignment / name)
+    index = next(i for i, c in enumerate(master["cells"]) if c.get("metadata", {}).get("nbgrader", {}).get("solution"))
+    cell = master["cells"][index]
+    hidden = {}
+    for kind, (source, construct) in hidden_forms("".join(cell["source"])).items():
+        nb = json.loads(json.dumps(master))
+        nb["cells"][index]["source"] = source
+        write_notebook(nb, course / "submitted" / f"hidden-{kind}" / assignment / name)
+        hidden[f"hidden-{kind}"] = (name, index, cell.get("id"), construct)
+    files = course / "submitted" / "hidden-files" / assignment
+    write_notebook(master, files / name)
+    (files / "impl.pyc").write_bytes(b"\xa7\r\r\n" + bytes(12))
+    (files / "helper.py").write_text("# -*- coding: utf-7 -*-\nx = 1 +AAo-y = 2\n", encoding="utf-8")
+    result = similarity.write(course, assignment)
+    result.hidden = hidden
+    data = json.loads((course / "report" / "similarity" / f"{assignment}.json").read_text(encoding="utf-8"))
+    return course, result, data
+
+
+def test_code_it_cannot_read_is_named_opaque_with_its_cell(opaque_class):
+    """Every hand-in that runs computed code is named opaque, with the notebook, the cell and what it saw, in the
+    JSON, on the page and in the summary; no honest hand-in of the class is."""
+    course, result, data = opaque_class
+    opaque = {}
+    for o in data["opaque"]:
+        opaque.setdefault(o["student"], []).append(o)
+    for student, (name, index, cell_id, construct) in result.hidden.items():
+        entries = opaque.get(student, [])
+        assert [(o["file"], o["cell"], o["cell_id"]) for o in entries] == [(name, index, cell_id)], (student, entries)
+        assert construct in entries[0]["constructs"], (student, entries)
+    files = {o["file"]: o["constructs"] for o in opaque["hidden-files"]}
+    assert files == {"helper.py": ["a .py file in the utf-7 source encoding"], "impl.pyc": ["compiled code handed in"]}
+    assert set(opaque) == {*result.hidden, "hidden-files"}, "an honest hand-in was named opaque"
+    page = (course / "report" / "similarity" / "01_self_attention.html").read_text(encoding="utf-8")
+    section = page[page.index('<h2 id="opaque">'):page.index("</main>")]
+    for student, (name, index, cell_id, construct) in result.hidden.items():
+        place = f"{name}, cell {index + 1} from the top, id {cell_id}"
+        assert re.search(f'<td>{student}</td><td><a href="#opaque-\\d+">{place}</a></td><td><ul>.*?'
+                         f"<li><code>{re.escape(html.escape(construct))}</code></li>", section), student
+        assert f"{student}: {place}</h3>" in section, student
+    assert "exec(bytes.fromhex(&quot;" in section and not active_markup(page) and "default-src 'none'" in page
+    summary = similarity.summary(result)
+    assert all(f"opaque: {student}: {name}, cell {index + 1}" in summary
+               for student, (name, index, _, _) in result.hidden.items())
+
+
+def test_a_module_is_installed_only_where_a_kernel_has_it(monkeypatch):
+    """What a hand-in may import unread: the standard library, the environment's packages (a namespace package
+    such as mpl_toolkits too) and the course's package; never a folder of wherever the report runs (a module a
+    notebook writes could take the name of the course's release/ or tools/)."""
+    from attention_course.grading.similarity_opaque import installed
+
+    monkeypatch.chdir(ROOT)
+    installed.cache_clear()
+    assert all(map(installed, ("os", "numpy", "torch", "mpl_toolkits", "attention_course")))
+    assert not any(map(installed, ("release", "submitted", "tools", "tests", "answer_impl", "a.b", "")))
+
+
+def test_the_masters_the_catalogues_the_disguises_and_the_release_are_never_opaque():
+    """Every code cell of every master (hidden tests included) and of the release, read as one hand-in each, and the
+    cells of each catalogue entry's hand-in and of each disguise of the demo student's that are not the master's
+    solution's: nothing opaque (``getattr(layer, name)``, ``%run -i`` of a ``%%writefile`` module, imports of
+    installed modules...)."""
+    from attention_course.grading.similarity_opaque import read
+
+    def code(notebooks: dict) -> list[str]:
+        return [cell_source(c) for nb in notebooks.values() if isinstance(nb, dict)
+                for c in nb["cells"] if c["cell_type"] == "code"]
+
+    for assignment in available():
+        masters = {p.name: read_notebook(p) for p in sorted((ROOT / "source" / assignment).glob("*.ipynb"))}
+        release = {n: read_notebook(ROOT / "release" / assignment / n) for n in masters}
+        catalogue = load_catalogue(catalogue_path(assignment))
+        solution = set(code({name: solved_notebook(nb) for name, nb in masters.items()}))
+        handins = {"master": code(masters), "release": code(release)}
+        for sub in catalogue:
+            notebooks = release if sub.base == BLANK else apply_submission(masters, sub)
+            handins[sub.name] = code(sub.transform(notebooks) if sub.transform else notebooks)
+        original = apply_submission(masters, demo_roster(catalogue)[COPIED])
+        handins.update({f"disguise-{kind}": code(disguised(original, kind, seed=i)) for i, kind in enumerate(KINDS)})
+        for who, sources in handins.items():
+            _, found = read([s for s in sources if s not in solution] if who not in ("master", "release") else sources,
+                            {}, {})
+            assert not any(found), f"{assignment}, {who}: {[f for f in found if f]}"
 
 
 def test_the_page_shows_each_flagged_pair_side_by_side(reports):
@@ -221,6 +387,7 @@ def disguised_classes(tmp_path_factory):
                     write_notebook(nb, course / "submitted" / f"copy-{kind}" / assignment / name)
             result = similarity.analyse(course, assignment)
             assert len(result.students) == 8 and not result.skipped, (result.students, result.skipped)
+            assert not result.opaque, f"{assignment}: a disguise or an independent author named opaque: {result.opaque}"
             out[assignment].update({frozenset(p["students"]): p for p in result.pairs})
     return out
 
@@ -239,23 +406,25 @@ def test_every_disguise_is_flagged_above_every_pair_of_independent_authors(disgu
     assert independent < similarity.THRESHOLD, f"{assignment}: independent authors flagged ({independent:.2f})"
 
 
-def test_two_runs_give_the_same_json(reports, tmp_path):
-    """In two processes with different hash seeds (copydetect's own hashing is randomised per process)."""
+def test_two_runs_give_the_same_json(reports, opaque_class, tmp_path):
+    """In two processes with different hash seeds (copydetect's own hashing is randomised per process), for a class
+    with flagged pairs and one with opaque hand-ins."""
     import os
     import subprocess
     import sys
 
-    course, _, _ = reports["02_multihead_attention"]
-    texts = []
-    for seed in ("1", "2"):
-        out = tmp_path / seed
-        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                        "from attention_course.grading import similarity; "
-                        "similarity.write(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))",
-                        str(course), "02_multihead_attention", str(out)], check=True, cwd=ROOT,
-                       env=dict(os.environ, PYTHONHASHSEED=seed))
-        texts.append((out / "02_multihead_attention.json").read_text(encoding="utf-8"))
-    assert texts[0] == texts[1] and json.loads(texts[0])["pairs"]
+    for course, assignment, key in ((reports["02_multihead_attention"][0], "02_multihead_attention", "pairs"),
+                                    (opaque_class[0], "01_self_attention", "opaque")):
+        texts = []
+        for seed in ("1", "2"):
+            out = tmp_path / key / seed
+            subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                            "from attention_course.grading import similarity; "
+                            "similarity.write(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))",
+                            str(course), assignment, str(out)], check=True, cwd=ROOT,
+                           env=dict(os.environ, PYTHONHASHSEED=seed))
+            texts.append((out / f"{assignment}.json").read_text(encoding="utf-8"))
+        assert texts[0] == texts[1] and json.loads(texts[0])[key]
 
 
 def test_normalising_undoes_renaming_comments_docstrings_formatting_and_order():
@@ -297,13 +466,15 @@ def softmax(scores,
 
 
 @pytest.mark.slow
-def test_the_page_meets_wcag_aa(reports):
+def test_the_page_meets_wcag_aa(reports, opaque_class):
     from browser import chromium, require_axe, wcag_failures
 
     require_axe()
     course, _, _ = reports["06_efficient_attention"]
+    hidden = opaque_class[0] / "report" / "similarity" / "01_self_attention.html"
     with chromium() as browser:
-        failed = wcag_failures(browser, {"similarity": course / "report" / "similarity" / "06_efficient_attention.html"})
+        failed = wcag_failures(browser, {"similarity": course / "report" / "similarity" / "06_efficient_attention.html",
+                                         "opaque": hidden})
     assert not failed, failed
 
 

@@ -142,6 +142,9 @@ def test_cell_magics_line_magics_and_exec_strings():
     # magics and shell escapes that hold no code are commands, not code of one's own
     same(plain, f"%matplotlib inline\n{plain}", f"!pip install numpy\n{plain}\n%run -i impl.py",
          f"files = !ls\n{plain}")
+    # a constant string given to exec through compile, to IPython's run_cell, or to eval anywhere is read too
+    same(plain, f"exec(compile({plain!r}, '<answer>', 'exec'))", f"get_ipython().run_cell({plain!r})")
+    same(plain, "def f(a, b):\n    return eval('a @ b')", "def f(a, b):\n    out = eval('a @ b')\n    return out")
 
 
 def test_imports_are_not_code_of_ones_own():

@@ -11,7 +11,8 @@ bare strings are dropped, and the definitions of a cell are put in a canonical o
 copydetect (winnowing, as MOSS; it tokenises with Pygments and replaces every identifier by one letter, so renaming
 does not help either). Code that many students share (more than ``max(COMMON_MIN, COMMON_SHARE * n)`` hand-ins:
 what everyone writes for ``softmax``) is left out as MOSS does, and pairs are found through an index of the
-fingerprints: only pairs sharing a fingerprint are compared.
+fingerprints: only pairs sharing a fingerprint are compared. Code the report cannot read (``exec`` of a computed
+string...) is named, cell by cell, as opaque (:mod:`.similarity_opaque`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import io
 import itertools
 import json
 import os
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -29,6 +31,9 @@ from pathlib import Path
 from . import trust
 from .cells import python_source
 from .similarity_normal import normalise, normalise_all  # noqa: F401  (normalise: one cell, for tests and tools)
+from .similarity_opaque import opaque_entries, read
+from .similarity_read import file_constructs
+from .similarity_page import summary  # the command's summary, beside the page
 
 #: copydetect's settings, as MOSS uses them: a match must span at least NOISE characters of the tokenised code
 #: (identifiers count one character each), and any match of GUARANTEE characters is found.
@@ -51,6 +56,7 @@ class Handin:
 
     student: str
     code: str
+    opaque: list = field(default_factory=list)  # the cells and files whose code it cannot read
     fingerprint: object = None
     weights: object = None  # their weights (CORPUS_WEIGHT where the master has the same code)
     total: float = 0.0
@@ -66,21 +72,27 @@ class Result:
     threshold: float = THRESHOLD
     texts: dict = field(default_factory=dict)  # student -> normalised code (for the page)
     compared: int = 0  # pairs compared (those sharing a fingerprint that is not common code)
+    opaque: list = field(default_factory=list)  # dicts: a cell or file of a hand-in whose code it cannot read
 
     def as_json(self) -> dict:
-        """The interface other tools read: exactly ``{"pairs": [...], "threshold": t}``."""
+        """The interface other tools read: exactly ``{"pairs": [...], "threshold": t, "opaque": [...]}``."""
         return {"pairs": [{k: v for k, v in p.items() if k != "slices"} for p in self.pairs],
-                "threshold": self.threshold}
+                "threshold": self.threshold, "opaque": [{k: v for k, v in o.items() if k != "excerpt"}
+                                                        for o in self.opaque]}
 
 
 # ---- the students' own code ------------------------------------------------------------------------------------
 
-def _cells(nb) -> list[str]:
-    """The sources of a notebook's code cells; ValueError if it is not a notebook."""
+_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _cells(nb) -> list[tuple[int, str | None, str]]:
+    """A notebook's code cells: their place in its list of cells, their id (nbformat's, when it is one) and their
+    source; ValueError if it is not a notebook."""
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise ValueError("not a notebook (no list of cells)")
     out = []
-    for cell in nb["cells"]:
+    for index, cell in enumerate(nb["cells"]):
         if not isinstance(cell, dict):
             raise ValueError("not a notebook (a cell is not an object)")
         if cell.get("cell_type") != "code":
@@ -90,7 +102,8 @@ def _cells(nb) -> list[str]:
             source = "".join(source)
         if not isinstance(source, str):
             raise ValueError("not a notebook (a cell's source is not text)")
-        out.append(source)
+        cell_id = cell.get("id")
+        out.append((index, cell_id if isinstance(cell_id, str) and _CELL_ID.fullmatch(cell_id) else None, source))
     return out
 
 
@@ -108,7 +121,7 @@ class Release:
 def release_code(course: Path, assignment: str) -> Release:
     cells = []
     for path in sorted((course / "release" / assignment).glob("*.ipynb")):
-        cells += _cells(json.loads(path.read_text(encoding="utf-8")))
+        cells += [c for _, _, c in _cells(json.loads(path.read_text(encoding="utf-8")))]
     api = set()
     for cell in cells:
         try:
@@ -142,12 +155,13 @@ def master_code(course: Path, assignment: str, api: frozenset) -> str:
     return normalise_all(sources, api)
 
 
-def own_code(folder: Path, notebooks: list[str], release: Release, handin) -> str:
+def own_code(folder: Path, notebooks: list[str], release: Release, handin) -> tuple[str, list]:
     """A student's own code in an assignment: every code cell that is not exactly a release cell, and every ``.py``
-    file handed in beside the notebooks, normalised together. Raises ValueError for a hand-in that has no readable
+    file handed in beside the notebooks, normalised together; and the cells and files of it whose code the report
+    cannot read (:func:`.similarity_opaque.opaque_entries`). Raises ValueError for a hand-in that has no readable
     notebook."""
     release_cells = release.cells
-    parts, found = [], 0
+    parts, found, files, unread = [], 0, {}, {}
     for name in notebooks:
         if not handin.readable(name):
             continue
@@ -157,28 +171,34 @@ def own_code(folder: Path, notebooks: list[str], release: Release, handin) -> st
             raise ValueError(f"{trust.display_name(name)} is not a readable notebook ({type(exc).__name__})") from None
         found += 1
         try:
-            parts += [c for c in _cells(nb) if c.strip() and c.strip() not in release_cells]
+            parts += [((name, i, cell_id), c) for i, cell_id, c in _cells(nb) if c.strip() and c.strip() not in release_cells]
         except ValueError as exc:
             raise ValueError(f"{trust.display_name(name)}: {exc}") from None
     if not found:
         problems = "; ".join(handin.problems())
         raise ValueError("no notebook of the assignment handed in" + (f" ({problems})" if problems else ""))
     for path, rel, size in sorted(handin.files, key=lambda f: f[1]):
+        data = None
         if rel.endswith(".py") and size <= MAX_CODE:  # a module the notebook imports, read as text
             try:
-                text = Path(path).read_text(encoding="utf-8")
+                data = Path(path).read_bytes()
+                files[rel] = data.decode("utf-8")
             except (OSError, UnicodeDecodeError):
-                continue
-            if release.files.get(rel) != text:  # a file every student was given is not their own code
-                parts.append(text)
+                pass
+        if why := file_constructs(rel, size, data, MAX_CODE):
+            unread[rel] = why
+        if rel in files and release.files.get(rel) != files[rel]:  # a file every student was given is not theirs
+            parts.append(((rel, None, None), files[rel]))
     kept, size = [], 0
-    for part in parts:  # what a flood of code would cost to parse is bounded: 4 x MAX_CODE of it is read
-        if size + len(part) > 4 * MAX_CODE:
-            kept.append(part[:max(0, 4 * MAX_CODE - size)])
-            break
-        kept.append(part)
+    for place, part in parts:  # what a flood of code would cost to parse is bounded: 4 x MAX_CODE of it is read
+        kept.append((place, part[:max(0, 4 * MAX_CODE - size)]))
         size += len(part)
-    return normalise_all(kept, release.api)
+        if size >= 4 * MAX_CODE:
+            break
+    sources = [part for _, part in kept]
+    parsed, constructs = read(sources, files, release.files)
+    code = normalise_all(sources, release.api, parsed)
+    return code, opaque_entries([place for place, _ in kept], sources, constructs, unread)
 
 
 def handed_in(course: Path, assignment: str) -> bool:
@@ -203,14 +223,14 @@ def read_class(course: Path, assignment: str, release: Release) -> tuple[list[Ha
         try:
             if handin.whole:
                 raise ValueError("; ".join(handin.problems()))
-            code = own_code(folder / assignment, notebooks, release, handin)
+            code, opaque = own_code(folder / assignment, notebooks, release, handin)
         except ValueError as exc:
             skipped[folder.name] = str(exc)
             continue
         if len(code) > MAX_CODE:
             notes[folder.name] = f"only the first {MAX_CODE:,} of its {len(code):,} characters of code compared"
             code = code[:MAX_CODE]
-        handins.append(Handin(folder.name, code))
+        handins.append(Handin(folder.name, code, opaque))
     return handins, skipped, notes
 
 
@@ -347,7 +367,8 @@ def analyse(course: Path, assignment: str, threshold: float = THRESHOLD, common:
             p["slices"] = matched_regions(*(by_name[s] for s in p["students"]))
     pairs.sort(key=lambda p: (-p["score"], p["students"]))
     return Result(assignment, [h.student for h in handins], pairs, skipped, notes, threshold,
-                  {h.student: h.code for h in handins}, len(candidates))
+                  {h.student: h.code for h in handins}, len(candidates),
+                  [{"student": h.student, **o} for h in handins for o in h.opaque])
 
 
 def write(course: Path, assignment: str, out: Path | None = None, threshold: float = THRESHOLD,
@@ -363,19 +384,6 @@ def write(course: Path, assignment: str, out: Path | None = None, threshold: flo
     (out / f"{assignment}.json").write_text(json.dumps(result.as_json(), indent=1) + "\n", encoding="utf-8")
     write_page(result, out)
     return result
-
-
-def summary(result: Result, page: Path | None = None) -> str:
-    flagged = [p for p in result.pairs if p["flagged"]]
-    n = len(result.students)
-    lines = [f"{result.assignment}: {n} hand-ins compared, {n * (n - 1) // 2} pairs, {len(flagged)} flagged "
-             f"(score >= {result.threshold:g})"]
-    lines += [f"  {p['score']:.2f}  {p['students'][0]} and {p['students'][1]}" for p in flagged[:20]]
-    if len(flagged) > 20:
-        lines.append(f"  ... and {len(flagged) - 20} more (see {page or 'the page'})")
-    lines += [f"  not compared: {trust.display_name(s)}: {why}" for s, why in result.skipped.items()]
-    lines += [f"  compared in part: {s}: {what}" for s, what in result.notes.items()]
-    return "\n".join(lines)
 
 
 def main(course: Path, assignments: list[str], threshold: float = THRESHOLD, common: int | None = None) -> int:

@@ -2,9 +2,10 @@
 undone. Parsed, never run.
 
 **What is read.** Code cells; the bodies of cell magics (``%%writefile``, ``%%capture``, ``%%time``...) and the code
-of line magics; code given to ``exec``, ``eval`` or ``compile`` as a constant string; ``.py`` files handed in beside
-the notebook (:func:`code_of_handin` in :mod:`.similarity`). A hand-in's code is normalised as one module, so a
-helper defined in one cell and used in another is seen as such.
+of line magics; code given to ``exec``, ``eval``, ``compile`` or ``run_cell`` as a constant string (code that runs
+a computed one is named opaque by :mod:`.similarity_opaque`); ``.py`` files handed in beside the notebook
+(:func:`own_code` in :mod:`.similarity`). A hand-in's code is normalised as one module, so a helper defined in one
+cell and used in another is seen as such.
 
 **What is undone**, in this order:
 
@@ -309,13 +310,14 @@ class _Order(ast.NodeTransformer):
         return node
 
 
-def normalise_all(sources: list[str], api: frozenset = frozenset()) -> str:
+def normalise_all(sources: list[str], api: frozenset = frozenset(), parsed: list | None = None) -> str:
     """A hand-in's code (its cells' and files' sources) as one normalised text (see the module's docstring). ``api``:
     the names the release defines, which are never dropped. Code that does not parse is kept as written, after the
-    rest (copydetect's tokeniser still reads it)."""
+    rest (copydetect's tokeniser still reads it). ``parsed``: each source's :func:`.similarity_read.parse_code`, when
+    the caller has it (it is changed in place)."""
     body, raw = [], []
-    for source in sources:
-        statements = parse_code(source)
+    for i, source in enumerate(sources):
+        statements = parse_code(source) if parsed is None else parsed[i]
         if statements is None:
             raw.append(source.strip())
         else:

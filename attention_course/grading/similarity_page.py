@@ -1,5 +1,6 @@
 """The similarity report's page: the flagged pairs ranked, each pair side by side with the matching regions
-marked, and a histogram of every pair's score with the threshold (written by :func:`.similarity.write`)."""
+marked, a histogram of every pair's score with the threshold, and the cells whose code the report cannot read
+(written by :func:`.similarity.write`); and the command's summary (:func:`summary`)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,59 @@ def _pair_section(i: int, pair: dict, texts: dict) -> str:
 </section>"""
 
 
+def where(entry: dict) -> str:
+    """Where an opaque entry is, in words: a notebook's cell (counted from 1, as a reader counts) or a file."""
+    from . import trust
+
+    if entry["cell"] is None:
+        return trust.display_name(entry["file"])
+    cell_id = f", id {entry['cell_id']}" if entry["cell_id"] else ""
+    return f"{trust.display_name(entry['file'])}, cell {entry['cell'] + 1} from the top{cell_id}"
+
+
+def _opaque_section(result) -> str:
+    if not result.opaque:
+        return ("<h2 id=\"opaque\">Code it cannot read</h2>\n<p>None: no hand-in runs code that it computes as it "
+                "runs.</p>")
+    rows, sections = [], []
+    for i, o in enumerate(result.opaque, 1):
+        place = html.escape(where(o))
+        runs = "".join(f"<li><code>{html.escape(c)}</code></li>" for c in o["constructs"])
+        rows.append(f"<tr><td>{html.escape(o['student'])}</td><td>"
+                    + (f'<a href="#opaque-{i}">{place}</a>' if o["excerpt"] else place) + f"</td><td><ul>{runs}</ul></td></tr>")
+        if o["excerpt"]:
+            sections.append(f"""<section aria-labelledby="opaque-{i}"><h3 id="opaque-{i}">{html.escape(o['student'])}: {place}</h3>
+<pre>{html.escape(o['excerpt'])}</pre>
+<p><a href="#opaque">Back to the code it cannot read</a></p></section>""")
+    students = len({o["student"] for o in result.opaque})
+    return f"""<h2 id="opaque">Code it cannot read</h2>
+<p>{students} hand-in{'s' if students != 1 else ''} run code that the report cannot read, so a copy in it would not be
+seen: code computed as it runs (<code>exec</code> of a decoded string, a module imported by a computed name, unpickled
+or compiled code), or a file it does not read. Look at each of these cells: the start of each one's code is below.</p>
+<table><caption>Cells and files whose code the report cannot read</caption>
+<tr><th scope="col">student</th><th scope="col">where</th><th scope="col">what it runs</th></tr>
+{chr(10).join(rows)}
+</table>
+{chr(10).join(sections)}"""
+
+
+def summary(result, page: Path | None = None) -> str:
+    """What ``python -m attention_course.grading similarity`` prints for an assignment."""
+    from . import trust
+
+    flagged = [p for p in result.pairs if p["flagged"]]
+    n = len(result.students)
+    lines = [f"{result.assignment}: {n} hand-ins compared, {n * (n - 1) // 2} pairs, {len(flagged)} flagged "
+             f"(score >= {result.threshold:g})"]
+    lines += [f"  {p['score']:.2f}  {p['students'][0]} and {p['students'][1]}" for p in flagged[:20]]
+    if len(flagged) > 20:
+        lines.append(f"  ... and {len(flagged) - 20} more (see {page or 'the page'})")
+    lines += [f"  opaque: {o['student']}: {where(o)}: {'; '.join(o['constructs'])}" for o in result.opaque]
+    lines += [f"  not compared: {trust.display_name(s)}: {why}" for s, why in result.skipped.items()]
+    lines += [f"  compared in part: {s}: {what}" for s, what in result.notes.items()]
+    return "\n".join(lines)
+
+
 def write_page(result, out: Path) -> Path:
     """Write ``<assignment>.html`` and its histogram into ``out``; returns the page."""
     hist, alt = histogram(result, out)
@@ -122,11 +176,13 @@ left out, the code is printed again from its syntax tree (no comments, docstring
 fixed order) and every name counts the same, so renaming does not hide a copy. Code that many students share is left
 out too. A pair's score is the mean share of each one's code found in the other (copydetect's winnowing
 fingerprints); pairs at {result.threshold:g} or above are flagged. A flag asks for a look, it is not a verdict:
-read the pair side by side.</p>
+read the pair side by side. Code that it cannot read (computed as the hand-in runs) is listed under
+<a href="#opaque">Code it cannot read</a>: {len(result.opaque) or 'none'} here.</p>
 <img src="{hist.name}" alt="{html.escape(alt)}">
 <h2 id="flagged">Flagged pairs</h2>
 {table}
 {more}
+{_opaque_section(result)}
 {skipped}
 <p>Below, each flagged pair's code as compared (printed again from its syntax tree); <mark>marked</mark> regions are
 found in both.</p>

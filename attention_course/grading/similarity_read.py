@@ -2,15 +2,19 @@
 normalises in between). Parsed and tokenised, never run.
 
 * :func:`parse_code`: a cell's or a file's statements, with the code that cell magics (``%%writefile``,
-  ``%%capture``, ``%%time``...), line magics, and ``exec`` / ``eval`` / ``compile`` of a constant string hold parsed
-  in as statements of their own, and the magics and shell escapes that hold no code (``%run -i impl.py``,
-  ``%matplotlib inline``, ``!pip ...``) left out;
+  ``%%capture``, ``%%time``...), line magics, and ``exec`` / ``eval`` / ``compile`` / ``run_cell`` of a constant
+  string (``exec(compile("...", ...))`` too) hold parsed in as statements of their own, ``eval`` of a constant
+  string anywhere as its expression, and the magics and shell escapes that hold no code (``%run -i impl.py``,
+  ``%matplotlib inline``, ``!pip ...``) left out (given to ``dropped``: :mod:`.similarity_opaque` looks at them);
+* :func:`file_constructs`: why a handed-in file holds code that is not read (compiled code, a ``.py`` file in
+  another encoding...), for :mod:`.similarity_opaque`;
 * :func:`filtered`: copydetect's tokenised form of normalised code, from Python's own tokeniser.
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
 import re
 
 from .cells import python_source
@@ -18,26 +22,45 @@ from .similarity_forms import name_of
 
 _MAGIC_CELL = re.compile(r"\A\s*%%(\w+)[^\n]*\n(?P<body>.*)\Z", re.S)
 _IPYTHON = re.compile(r"(?m)^\s*[%!]|=\s*[%!]|\?\s*$")  # IPython syntax: magics, shell escapes (x = !ls), help
-_HOLDS_CODE = re.compile(r"%|\b(exec|eval|compile)\s*\(")
+_HOLDS_CODE = re.compile(r"%|\b(exec|eval|compile|run_cell)\s*\(")
+_COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _CODE_MAGICS = {"writefile", "file", "capture", "time", "timeit", "prun", "python", "python3", "debug", "px"}
 
 
 class _Magics(ast.NodeTransformer):
-    """IPython magics and ``exec``/``eval``/``compile`` of a constant string: the code they hold, parsed."""
+    """IPython magics and ``exec``/``eval``/``compile`` of a constant string: the code they hold, parsed. The
+    commands left out are appended to ``dropped``."""
+
+    def __init__(self, dropped: list | None = None):
+        self.dropped = dropped
 
     def visit_Expr(self, node):
         self.generic_visit(node)
-        code = _held_code(node.value)
+        code = _held_code(node.value, self.dropped)
         if code is None and _ipython_command(node.value):
+            if self.dropped is not None:
+                self.dropped.append(node.value)
             return None  # %run -i impl.py, %matplotlib inline, !pip ...: a command, no code of one's own
         return code if code is not None else node
+
+    def visit_Call(self, node):
+        """``eval`` of a constant string, anywhere: the expression it holds."""
+        self.generic_visit(node)
+        if name_of(node.func) == "eval" and len(node.args) == 1 and not node.keywords \
+                and isinstance(text := _constant(node.args[0]), str):
+            try:
+                return self.visit(ast.parse(text.strip(), mode="eval").body)
+            except (SyntaxError, ValueError, RecursionError):
+                pass
+        return node
 
     def visit_Assign(self, node):
         self.generic_visit(node)
         return node
 
 
-def _held_code(call) -> list | None:
+def _held_code(call, dropped: list | None = None) -> list | None:
     if not isinstance(call, ast.Call) or not call.args:
         return None
     func = call.func
@@ -47,12 +70,15 @@ def _held_code(call) -> list | None:
         text = call.args[2].value if _constant(call.args[0]) in _CODE_MAGICS else None
     elif name == "run_line_magic" and len(call.args) == 2 and isinstance(call.args[1], ast.Constant):
         text = call.args[1].value if _constant(call.args[0]) in _CODE_MAGICS else None
-    elif name in ("exec", "eval", "compile") and isinstance(call.args[0], ast.Constant):
+    elif name in ("exec", "eval", "compile", "run_cell") and isinstance(call.args[0], ast.Constant):
         text = call.args[0].value
+    elif name in ("exec", "eval") and isinstance(inner := call.args[0], ast.Call) and name_of(inner.func) == "compile" \
+            and inner.args and isinstance(inner.args[0], ast.Constant):
+        text = inner.args[0].value  # exec(compile("...", "<string>", "exec"))
     if not isinstance(text, str):
         return None
     try:
-        return _Magics().visit(ast.parse(python_source(text))).body
+        return _Magics(dropped).visit(ast.parse(python_source(text))).body
     except (SyntaxError, ValueError, RecursionError):
         return None
 
@@ -69,18 +95,41 @@ def _constant(node):
     return node.value if isinstance(node, ast.Constant) else None
 
 
-def parse_code(source: str) -> list | None:
+def parse_code(source: str, dropped: list | None = None) -> list | None:
     """A cell's (or a file's) statements with the code of its magics and exec strings parsed in; None if it does
-    not parse."""
+    not parse. The IPython commands it leaves out (calls) are appended to ``dropped``."""
     match = _MAGIC_CELL.match(source)
     if match and match.group(1) in _CODE_MAGICS:
         source = match.group("body")
     try:
         tree = ast.parse(python_source(source) if _IPYTHON.search(source) else source)
-        return _Magics().visit(tree).body if _HOLDS_CODE.search(source) or _IPYTHON.search(source) else tree.body
+        return _Magics(dropped).visit(tree).body if _HOLDS_CODE.search(source) or _IPYTHON.search(source) else tree.body
     except (SyntaxError, ValueError, RecursionError):
         return None
 
+
+
+def file_constructs(rel: str, size: int, data: bytes | None, limit: int) -> str | None:
+    """Why a handed-in file holds code the report does not read (compiled code, a ``.py`` file it cannot read or
+    that Python would read otherwise), or None. ``data``: a ``.py`` file's bytes (None: unreadable)."""
+    if rel.endswith(_COMPILED) or not rel.endswith(".py"):
+        return "compiled code handed in" if rel.endswith(_COMPILED) else None
+    if size > limit or data is None:
+        return f"a .py file over {limit:,} bytes, not read" if size > limit else "a .py file that cannot be read"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "a .py file that is not UTF-8 text"
+    for line in data.splitlines()[:2]:
+        if m := _CODING.match(line):
+            try:
+                name = codecs.lookup(m.group(1).decode("ascii")).name
+            except (LookupError, UnicodeDecodeError):
+                name = None
+            if name not in ("utf-8", "ascii"):
+                return f"a .py file in the {m.group(1).decode('ascii', 'replace')[:30]} source encoding"
+            break
+    return None
 
 
 # ---- tokens -----------------------------------------------------------------------------------------------------
