@@ -67,11 +67,20 @@ def test_release_fetch_submit_collect_grade_and_return_feedback(tmp_path):
     (planted / "timestamp.txt").write_text(eve.split("+")[2])
     (planted / "submission_secret.txt").write_text("0" * 64)
 
+    # and one who learnt ann's secret hands in under it: her pages would be named as ann's and replace them
+    ann_secret = next(p for p in (exchange / COURSE_ID / "inbound").iterdir() if p.name.startswith("ann+"))
+    mal = exchange / COURSE_ID / "inbound" / "+".join(["mal", *ann_secret.name.split("+")[1:]])
+    shutil.copytree(ann_secret, mal)
+
     collected = nbgrader(course, "collect", A)
     assert "a symbolic link: nothing of it is collected" in collected.stdout + collected.stderr, collected.stderr[-3000:]
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["ann", "ben"], \
-        "a hand-in of links left something in submitted/"
+        "a hand-in of links, or one under a classmate's secret, left something in submitted/"
     assert "symbolic link" in " ".join(refusals(course, A)["eve"]), "the refusal is not on record for the grade table"
+    assert "another student's submission_secret.txt" in " ".join(refusals(course, A)["mal"]), refusals(course, A)
+    assert "ann" not in refusals(course, A), "ann's own hand-in was refused for a secret mal copied"
+    again = nbgrader(course, "collect", "--update", A)  # the same hand-ins again: nothing changes, nothing refused
+    assert "Refused" not in again.stderr.replace("Refused eve", "").replace("Refused mal", ""), again.stderr[-2000:]
     graded = course_autograde(course, A, *ONE_WORKER)
     assert "Graded 2" in graded.stderr, graded.stderr[-3000:]
     scores = read_scores(course, A)
@@ -298,3 +307,27 @@ def test_work_written_into_a_hand_in_after_the_deadline_is_late_from_the_write(t
             assert gb.find_submission(A, user).total_seconds_late > 0, f"{user}'s hand-in is not late"
     header, rows = score_table(gradebook_url(course), [A], course)
     assert all("late" in " ".join(map(str, r)).lower() for r in rows if r[0] in ("ann", "ben")), (header, rows)
+
+
+def test_a_hand_in_collected_again_for_a_retry_is_the_same_hand_in(tmp_path, monkeypatch):
+    """The grading service collects a hand-in again when the grader failed it or the service restarted mid-grade:
+    collect says it holds that very hand-in (graded then), never that a newer one replaced it."""
+    from attention_course.grading.cluster import recorder
+    from attention_course.grading.collect import collect_one
+
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.delenv("NBGRADER_EXCHANGE_ROOT", raising=False)
+    course = new_course(tmp_path, [A])
+    nbgrader(course, "generate_assignment", A, "--force")
+    nbgrader(course, "release_assignment", A, "--force")
+    home = tmp_path / "home" / "ann"
+    home.mkdir(parents=True)
+    as_student(home, "ann", course / "exchange", "fetch_assignment", A)
+    as_student(home, "ann", course / "exchange", "submit", A)
+    entry = next((course / "exchange" / COURSE_ID / "inbound").iterdir()).name
+    monkeypatch.chdir(course)
+    api = recorder(course, gradebook_url(course))
+    assert collect_one(api, A, "ann", entry, shared=False) == ""
+    first = (course / "submitted" / "ann" / A / "timestamp.txt").read_text()
+    assert collect_one(api, A, "ann", entry, shared=False) == "", "a retry found its own hand-in 'newer'"
+    assert (course / "submitted" / "ann" / A / "timestamp.txt").read_text() == first

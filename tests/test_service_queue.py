@@ -129,3 +129,46 @@ def test_a_hand_in_is_taken_once_submit_has_written_its_secret_or_never_will(tmp
     assert not settled(tmp_path, "gone", came)
     (tmp_path / "eve+01+t0+b").symlink_to(folder)  # a link to a complete folder is never looked into
     assert not settled(tmp_path, "eve+01+t0+b", came + SETTLE_S)
+
+
+def test_a_student_who_floods_inbound_delays_herself_only(tmp_path):
+    """eve makes 50 folders at once: one round of the service looks at three of hers and at everybody else's,
+    so ann's hand-in is queued in the same round; a folder whose name is not UTF-8 is said once and left alone."""
+    import os
+
+    from attention_course.grading.service_scan import PER_STUDENT, Scan
+
+    inbound = tmp_path / "inbound"
+    inbound.mkdir()
+    for i in range(50):
+        folder = inbound / f"eve+01+2026-01-01 00:00:{i:02d}.000000 UTC+e{i:02d}"
+        folder.mkdir()
+        (folder / "submission_secret.txt").write_text(f"e{i:02d}" * 8)
+    (inbound / "zed+01+2026-01-01 00:00:00.000000 UTC+z").mkdir()
+    (inbound / "zed+01+2026-01-01 00:00:00.000000 UTC+z" / "submission_secret.txt").write_text("z" * 32)
+    os.mkdir(os.path.join(os.fsencode(inbound), b"odd+01+t+\xff"))
+    said = []
+
+    class Looked(Scan):
+        assignments, shared, logins, ignore, course = ["01"], False, {}, None, tmp_path
+        unreadable: set = set()
+
+        def __init__(self):
+            self.inbound, self.queue = inbound, _queue(tmp_path)
+            self.log = said.append
+
+        def _notice(self, row, title, paragraphs):
+            pass
+
+        def _owner(self, student):
+            return None
+
+        def _deadline(self, student, assignment):
+            return None
+
+    service = Looked()
+    for _ in range(2):
+        service.scan(10**10)
+    students = [r.student for r in service.queue._rows("")]
+    assert students.count("eve") == 2 * PER_STUDENT and students.count("zed") == 1, students
+    assert sum("not valid UTF-8" in line for line in said) == 1, said

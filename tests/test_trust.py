@@ -580,3 +580,52 @@ def test_a_folder_is_taken_only_from_the_owner_it_was_checked_for(tmp_path):
     os.chown(entry / "self_attention.ipynb", nobody, nobody)
     snap = trust.take_inbound(inbound, seen, tmp_path / "copy")
     assert snap.whole and "written by another user" in snap.whole
+
+
+def test_the_look_never_reports_what_is_behind_a_link_swapped_in(tmp_path):
+    """The look that decides which folders collect may take (and whose refusal a student's notice page quotes) reads
+    through file descriptors too: swapping her folder for a link to a folder of the grader's at the moment the
+    look reads hers gives her a refusal about her own folder, never a name from the other one; a folder nested
+    deeper than any hand-in, one of too many names, a name that is not UTF-8 or a path too long is refused, and
+    the others are still looked at."""
+    import errno
+
+    from attention_course.grading.trust import snapshot
+
+    grader = tmp_path / "grader"
+    grader.mkdir()
+    (grader / "ann+A+t+SECRETNAME").mkdir()
+    inbound = tmp_path / "inbound"
+    entry = _inbound_folder(inbound, "eve+A+2000-01-01 00:00:00.000000 UTC+r1", {"self_attention.ipynb": "{}"})
+
+    def swap(rel, st):
+        if rel == "self_attention.ipynb" and not (tmp_path / "away").exists():
+            os.rename(entry, tmp_path / "away")
+            (inbound / entry.name).symlink_to(grader)
+        return False
+
+    taken, refused = trust.inbound_entries(inbound, [entry.name], {}, check_owner=False, ignore=swap)
+    assert not taken and "SECRETNAME" not in refused[0]["why"] and "changed while it was read" in refused[0]["why"]
+    (inbound / entry.name).unlink()
+    deep = _inbound_folder(inbound, "bob+A+t+r2", {"/".join(["d"] * (snapshot.MAX_DEPTH + 2)) + "/x": "1"})
+    wide = _inbound_folder(inbound, "cat+A+t+r3", {})
+    for i in range(snapshot.MAX_ENTRIES + 1):
+        (wide / f"f{i}").touch()
+    long = _inbound_folder(inbound, "dan+A+t+r4", {})
+    path = long
+    while len(str(path.relative_to(long))) <= snapshot.MAX_PATH:
+        path = path / ("n" * 200)
+        try:
+            path.mkdir()
+        except OSError as exc:
+            assert exc.errno == errno.ENAMETOOLONG
+            break
+    odd = inbound / os.fsdecode(b"fay+A+t+r5\xff")
+    odd.mkdir()
+    good = _inbound_folder(inbound, "gus+A+t+r6", {"self_attention.ipynb": "{}"})
+    names = [deep.name, wide.name, long.name, odd.name, good.name]
+    taken, refused = trust.inbound_entries(inbound, names, {}, check_owner=False)
+    why = {r["student"]: r["why"] for r in refused}
+    assert [e.name for e in taken] == [good.name], why
+    assert "deeper than" in why["bob"] and "more than" in why["cat"] and "longer than" in why["dan"], why
+    assert any("not valid UTF-8" in w for w in why.values()), why

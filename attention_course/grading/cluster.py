@@ -197,7 +197,12 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
         graded = root / "autograded" / student / assignment
         faults = len(EnvironmentFault.raised)
         try:
-            write_tree(submitted, handin)
+            try:
+                write_tree(submitted, handin)
+            except (OSError, ValueError) as exc:  # a name or path this machine cannot hold: the hand-in's
+                return {"success": False, "status": "handin", "unreadable": [], "notebooks": {}, "log": "",
+                        "error": f"a file of the hand-in cannot be written here ({type(exc).__name__})",
+                        "seconds": time.monotonic() - start, "worker": worker_name()}
             shutil.rmtree(graded, ignore_errors=True)
             result = autograde.worker_api().autograde(assignment, student, force=True, create=True)
             notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}

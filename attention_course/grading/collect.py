@@ -12,6 +12,7 @@ folder is tried; nothing one folder does stops the collect of the others.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 import shutil
 import stat
@@ -88,25 +89,59 @@ def copy_files(self) -> None:
     staging = course / STAGING
     staging.mkdir(mode=0o700, exist_ok=True)
     os.chmod(staging, 0o700)
+    run = Path(tempfile.mkdtemp(prefix="collect-", dir=staging))  # this collect's own: another may run beside it
     inbound = Path(self.inbound_path)
-    for student, entries in sorted(candidates.items()):
-        dest = Path(self.coursedir.format_path(self.coursedir.submitted_directory, student,
-                                               self.coursedir.assignment_id))
+    self.secrets = _secrets(self, inbound, candidates)
+    try:
+        for student, entries in sorted(candidates.items()):
+            dest = Path(self.coursedir.format_path(self.coursedir.submitted_directory, student,
+                                                   self.coursedir.assignment_id))
+            for entry in entries:
+                stage = Path(tempfile.mkdtemp(prefix="take-", dir=run))
+                try:
+                    outcome = _take(self, inbound, entry, stage, dest, parse_utc)
+                except Exception as exc:  # the grader's own failure (a full disk): not the student's, said
+                    outcome = ("error", f"could not be collected ({type(exc).__name__}: {exc})")
+                    self.log.error("%s: %s", trust.display_name(entry.name), outcome[1])
+                finally:
+                    shutil.rmtree(stage, ignore_errors=True)
+                self.outcomes[entry.name] = outcome
+                if outcome[0] != "refused":
+                    break
+                self.log.warning("Refused %s: %s", trust.display_name(entry.name), outcome[1])
+                trust.record_refusals(course, self.coursedir.assignment_id,
+                                      [{"entry": entry.name, "student": student, "owner": "", "why": outcome[1]}])
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+        try:
+            staging.rmdir()  # unless another collect is using it
+        except OSError:
+            pass
+
+
+def _secrets(self, inbound: Path, candidates: dict) -> dict[str, str]:
+    """Who may hand in under each submission secret (feedback is released under a name made from it): the student
+    whose hand-in in ``submitted/`` has it; else, of new folders sharing it, the student whose folder came first (a
+    copy of a secret is made after the folder it was read from, and no inode time can be set back; two folders of
+    the same time: nobody). Secret -> student ("" for nobody)."""
+    found: dict[str, str] = {}
+    pattern = self.coursedir.format_path(self.coursedir.submitted_directory, "*", self.coursedir.assignment_id)
+    for folder in sorted(Path(p) for p in glob.glob(pattern)):
+        secret = trust.exchange_metadata(folder).get("submission_secret.txt")
+        if secret is not None:
+            found.setdefault(secret, folder.parent.name)
+    claims: dict[str, dict] = {}
+    for student, entries in candidates.items():
         for entry in entries:
-            stage = Path(tempfile.mkdtemp(prefix="take-", dir=staging))
-            try:
-                outcome = _take(self, inbound, entry, stage, dest, parse_utc)
-            except Exception as exc:  # whatever one folder does, the others are collected
-                outcome = ("refused", f"could not be collected ({type(exc).__name__}: {exc})")
-            finally:
-                shutil.rmtree(stage, ignore_errors=True)
-            self.outcomes[entry.name] = outcome
-            if outcome[0] != "refused":
-                break
-            self.log.warning("Refused %s: %s", trust.display_name(entry.name), outcome[1])
-            trust.record_refusals(course, self.coursedir.assignment_id,
-                                  [{"entry": entry.name, "student": student, "owner": "", "why": outcome[1]}])
-    shutil.rmtree(staging, ignore_errors=True)
+            secret, _, _ = trust.inbound_view(inbound, entry.name, entry.uid)
+            if secret is not None and secret not in found:
+                came = claims.setdefault(secret, {})
+                came[student] = min(came.get(student, entry.seen), entry.seen)
+    for secret, came in claims.items():
+        first = min(came.values())
+        owners = [student for student, seen in came.items() if seen == first]
+        found[secret] = owners[0] if len(owners) == 1 else ""
+    return found
 
 
 def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tuple[str, str]:
@@ -123,9 +158,15 @@ def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tup
         trust.record_refusals(Path(self.coursedir.root), self.coursedir.assignment_id,
                               [{"entry": entry.name, "student": entry.student, "owner": "", "why": note,
                                 "taken": True}])
+    secret = trust.exchange_metadata(stage / "handin").get("submission_secret.txt", "")
+    if self.secrets.get(secret, entry.student) != entry.student:  # its pages would be named as a classmate's
+        return "refused", ("holds another student's submission_secret.txt: its feedback would replace theirs (ask "
+                           "both students how the secret came to be shared)")
     if dest.is_dir():
         existing = self.coursedir.get_existing_timestamp(str(dest))
         new = parse_utc(stamp)
+        if existing == new and trust.exchange_metadata(dest).get("submission_secret.txt") == secret:
+            return "collected", stamp  # this very hand-in, collected before (the service grading it again)
         if not ((self.update and (existing is None or new > existing))
                 or (self.before_duedate and existing != new)):
             self.log.info("No newer submission to collect: %s %s" if self.update else
@@ -147,13 +188,15 @@ def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tup
         os.rename(taken, dest)
     except OSError:  # submitted/ on another file system than the course folder
         shutil.copytree(taken, dest, symlinks=True)
+    self.secrets[secret] = entry.student
     return "collected", stamp
 
 
 def collect_one(api, assignment: str, student: str, entry: str, shared: bool) -> str:
     """Collect the folder ``entry`` of ``inbound/`` alone into ``submitted/`` (the grading service: one hand-in at a
     time), with nbgrader's collect as the course runs it; "" when ``submitted/`` now holds it, else why not
-    (``newer: ...`` when it holds a later hand-in of this student, ``refused: ...`` when the copy was refused)."""
+    (``newer: ...`` when it holds a later hand-in of this student, ``refused: ...`` when the copy was refused,
+    ``error: ...`` when the grader failed to copy it)."""
     from nbgrader.utils import capture_log, temp_attrs
 
     with temp_attrs(api.coursedir, assignment_id=assignment, student_id=student):
@@ -171,6 +214,8 @@ def collect_one(api, assignment: str, student: str, entry: str, shared: bool) ->
         return "newer: submitted/ holds a later hand-in of this student"
     if state == "refused":
         return f"refused: {why}"
+    if state == "error":
+        return f"error: {why}"
     return "it is no longer in the exchange, or collect refused it (see collect-refused.jsonl)"
 
 

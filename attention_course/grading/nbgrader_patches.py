@@ -241,7 +241,8 @@ def _collect() -> None:
             names = [name for name in names if name in only]
         shared = Path(self.root).resolve() != (course / "exchange").resolve()
         taken, refused = trust.inbound_entries(Path(self.inbound_path), names, trust.logins_table(course),
-                                               check_owner=shared and self.check_owner)
+                                               check_owner=shared and self.check_owner,
+                                               ignore=collect.nbgrader_rules(self.coursedir))
         for entry in refused:
             self.log.warning("Refused %s: %s", trust.display_name(entry["entry"]), entry["why"])
         trust.record_refusals(course, self.coursedir.assignment_id, refused)

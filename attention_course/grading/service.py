@@ -24,14 +24,15 @@ from . import trust
 from . import service_pages as pages
 from .service_pages import notice_page, publish, when
 from .gradebook import submission_score
-from .service_queue import STATE_DIR, Queue, Row, Writer, course_policy, settled
+from .service_queue import STATE_DIR, Queue, Row, Writer, course_policy
+from .service_scan import Scan
 from .service_workers import DaskWorkers, LocalWorkers, LogStream
 
 #: How often a hand-in is tried again after its worker died or the grader's environment failed.
 ATTEMPTS = 3
 
 
-class Service:
+class Service(Scan):
     """The grading service of one course (see the module's docstring). ``clock`` gives the time (the tests move it)."""
 
     def __init__(self, course: Path, workers: int | None = None, scheduler: str | None = None,
@@ -77,6 +78,10 @@ class Service:
         self.flight: dict[str, tuple[object, str]] = {}  # entry -> (future, the hand-in's fingerprint)
         self.payloads: dict[str, dict] = {}
         self.logins = trust.logins_table(self.course)
+        self.unreadable: set[str] = set()  # folders of inbound/ whose names cannot be read: said once
+        from .collect import nbgrader_rules
+
+        self.ignore = nbgrader_rules(app.coursedir)  # what collect's copy leaves out, the look leaves out too
 
     def _one_service(self) -> None:
         import fcntl
@@ -161,50 +166,6 @@ class Service:
             self.writer.release()  # a waiting `make autograde` may write now
         return worked
 
-    def scan(self, now: float) -> bool:
-        """Queue every new folder of ``inbound/`` of an assignment on submit."""
-        if not self.assignments:
-            return False
-        try:
-            names = os.listdir(self.inbound)
-        except OSError as exc:
-            if not getattr(self, "_said_inbound", False):
-                self.log(f"Cannot list {self.inbound} ({exc.strerror}): nothing is graded until it can be")
-                self._said_inbound = True
-            return False
-        known = self.queue.known()
-        fresh: dict[str, list[str]] = {}
-        for name in names:
-            parts = name.split("+")
-            if name in known or len(parts) < 4 or parts[-3] not in self.assignments:
-                continue
-            if not settled(self.inbound, name, now):
-                continue
-            fresh.setdefault(parts[-3], []).append(name)
-        for assignment, batch in fresh.items():
-            taken, refused = trust.inbound_entries(self.inbound, sorted(batch), self.logins, check_owner=self.shared,
-                                                   now=now)
-            trust.record_refusals(self.course, assignment, refused)
-            for entry in refused:
-                self.queue.add(entry["entry"], assignment, entry["student"], now, "refused", entry["why"])
-                self.log(f"Refused {entry['entry']}: {entry['why']}")
-                self._notice(self.queue.row(entry["entry"]), *pages.not_taken(now, entry["why"]))
-            for entry in taken:
-                seen = entry.seen.timestamp()
-                if not trust.plain_id(entry.student):  # nbgrader reads ids as globs: never collected by the service
-                    self.queue.add(entry.name, assignment, entry.student, seen, "refused", "not a plain student id")
-                    self.log(f"Refused {entry.name}: not a plain student id")
-                    continue
-                deadline = self._deadline(entry.student, assignment)
-                if deadline is not None and seen > deadline:
-                    self.queue.add(entry.name, assignment, entry.student, seen, "late",
-                                   "after the deadline: for the instructor's commands")
-                    self._notice(self.queue.row(entry.name), *pages.late(seen, deadline))
-                    continue
-                self.queue.add(entry.name, assignment, entry.student, seen)
-                self.log(f"Queued {entry.student}'s hand-in of {assignment} ({when(seen)})")
-        return bool(fresh)
-
     def _payload(self, assignment: str) -> dict:
         from .autograde import course_fingerprint, prepare_gradebook, register
         from .cluster import course_payload
@@ -249,6 +210,10 @@ class Service:
             self.queue.finish(row.entry, "refused", now, note=problem[len("refused: "):])
             self.log(f"Refused {row.entry}: {problem[len('refused: '):]}")
             self._notice(row, *pages.not_taken(row.seen, problem[len("refused: "):]))
+            return
+        if problem.startswith("error: "):  # the grader's own failure: tried again, behind the queue
+            self.queue.start(row.entry, now)
+            self._again(self.queue.row(row.entry), problem)
             return
         if problem:
             self.queue.finish(row.entry, "superseded" if problem.startswith("newer") else "failed", now, note=problem)
@@ -339,6 +304,7 @@ class Service:
         if row.attempts >= ATTEMPTS:
             self.queue.finish(row.entry, "failed", self.clock(), note=f"the grader failed {row.attempts} times: {why}")
             self.log(f"{row.entry}: NOT GRADED after {row.attempts} attempts: {why}")
+            self._notice(row, *pages.not_graded(row.seen, []))
         else:
             self.queue.retry(row.entry, f"tried again: {why}", behind=self.clock())
             self.log(f"{row.entry}: the grader failed ({why}); trying again")
@@ -408,8 +374,13 @@ class Service:
         text = notice_page(title, paragraphs)
         if row.told == text:
             return
-        waits = publish(self.exchange / "feedback", self.inbound, row.entry, self._owner(row.student),
-                        self.course / "release" / row.assignment, text)
+        if self.queue.shared_secret(row):  # its page would be another student's too: nobody's is replaced
+            self.log(f"{row.entry}: no notice published: another student's hand-in came with the same secret")
+            self.queue.told(row.entry, text)
+            return
+        released = sorted(p.name for p in (self.course / "release" / row.assignment).glob("*.ipynb"))
+        _, present, _ = trust.inbound_view(self.inbound, row.entry, self._owner(row.student), released)
+        waits = publish(self.exchange / "feedback", row.secret, [Path(n).stem for n in present], text)
         if waits:
             self.log(f"{row.entry}: its page waits: {waits}")
         else:

@@ -8,7 +8,6 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import trust
 
 
 def when(seconds: float) -> str:
@@ -89,17 +88,14 @@ def not_graded(seen: float, unreadable: list[str]) -> tuple[str, list[str]]:
         "ends)."]
 
 
-def publish(outbound: Path, inbound: Path, entry: str, owner: int | None, released: Path, text: str) -> str:
-    """Publish ``text`` as the feedback page of the folder ``entry`` of ``inbound/`` (read through file descriptors,
-    never through a link, and only where it is ``owner``'s: :func:`.trust.inbound_view`), under the names nbgrader's
-    fetch_feedback looks for (its secret and each of its notebooks the release has, as release_feedback names a
-    page); returns "" when done or when no page can reach its student, else why it must wait."""
+def publish(outbound: Path, secret: str, notebooks: list[str], text: str) -> str:
+    """Publish ``text`` as the feedback page of a hand-in whose submission secret is ``secret`` (as the service
+    first saw it), under the names nbgrader's fetch_feedback looks for (one per notebook id in ``notebooks``, as
+    release_feedback names a page); returns "" when done or when no page can reach its student, else why it must
+    wait."""
     from nbgrader.utils import notebook_hash
 
-    secret, names, _ = trust.inbound_view(inbound, entry, owner)
-    released_names = {p.stem for p in released.glob("*.ipynb")}
-    notebooks = sorted(released_names & {Path(n).stem for n in names if n.endswith(".ipynb")})
-    if secret is None or not notebooks:
+    if not secret or not notebooks:
         return ""
     if not outbound.is_dir():  # as nbgrader's release_feedback makes it: pages found by name, never listed
         try:

@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS handin (
     max_score REAL,
     note TEXT NOT NULL DEFAULT '',   -- for the instructor: why it failed, which hand-in replaced it
     told TEXT NOT NULL DEFAULT '',   -- the last notice published to the student for it
-    behind REAL                      -- put back after the grader failed it: waits behind everyone waiting then
+    behind REAL,                     -- put back after the grader failed it: waits behind everyone waiting then
+    secret TEXT NOT NULL DEFAULT ''  -- its submission secret when first seen: the name its notices are published under
 );
 CREATE INDEX IF NOT EXISTS by_student ON handin (assignment, student, state);
 """
@@ -66,6 +67,7 @@ class Row:
     note: str
     told: str
     behind: float | None = None
+    secret: str = ""
 
 
 class Queue:
@@ -76,15 +78,18 @@ class Queue:
         self.db = sqlite3.connect(str(path), timeout=60, isolation_level=None)  # autocommit: every step is durable
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.executescript(_SCHEMA)
-        if "behind" not in {r[1] for r in self.db.execute("PRAGMA table_info(handin)")}:  # a queue of an earlier run
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(handin)")}  # a queue of an earlier run
+        if "behind" not in columns:
             self.db.execute("ALTER TABLE handin ADD COLUMN behind REAL")
+        if "secret" not in columns:
+            self.db.execute("ALTER TABLE handin ADD COLUMN secret TEXT NOT NULL DEFAULT ''")
 
     def close(self) -> None:
         self.db.close()
 
     def _rows(self, sql: str, *args) -> list[Row]:
         return [Row(*r) for r in self.db.execute(f"SELECT entry, assignment, student, seen, state, slot, attempts, "
-                                                 f"graded, finished, score, max_score, note, told, behind FROM handin {sql}",
+                                                 f"graded, finished, score, max_score, note, told, behind, secret FROM handin {sql}",
                                                  args)]
 
     def row(self, entry: str) -> Row | None:
@@ -95,11 +100,18 @@ class Queue:
         return {r[0] for r in self.db.execute("SELECT entry FROM handin")}
 
     def add(self, entry: str, assignment: str, student: str, seen: float, state: str = "waiting",
-            note: str = "") -> bool:
+            note: str = "", secret: str = "") -> bool:
         """Queue a hand-in (once: False if it was known)."""
-        cur = self.db.execute("INSERT OR IGNORE INTO handin (entry, assignment, student, seen, state, note) "
-                              "VALUES (?, ?, ?, ?, ?, ?)", (entry, assignment, student, seen, state, note))
+        cur = self.db.execute("INSERT OR IGNORE INTO handin (entry, assignment, student, seen, state, note, secret) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?)", (entry, assignment, student, seen, state, note, secret))
         return cur.rowcount == 1
+
+    def shared_secret(self, row: Row) -> bool:
+        """Whether another student's hand-in came with the same submission secret (a page published under it would
+        be theirs too)."""
+        return bool(row.secret) and self.db.execute(
+            "SELECT 1 FROM handin WHERE secret = ? AND student != ? LIMIT 1", (row.secret, row.student)).fetchone() \
+            is not None
 
     def recover(self) -> list[Row]:
         """After a restart: hand-ins a worker held go back to waiting (their slot kept); returns the rows whose
@@ -195,8 +207,8 @@ def settled(inbound: Path, entry: str, now: float) -> bool:
     last), or has had :data:`SETTLE_S` seconds to (read through file descriptors: :func:`.trust.inbound_view`)."""
     from .trust import inbound_view
 
-    secret, names, ctime = inbound_view(inbound, entry)
-    if not names and not ctime:
+    secret, _, ctime = inbound_view(inbound, entry)
+    if not ctime:
         return False
     return secret is not None or now - ctime >= SETTLE_S
 

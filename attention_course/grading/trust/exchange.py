@@ -59,15 +59,16 @@ def logins_table(course: Path) -> dict[str, str]:
 
 
 def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: bool = True,
-                    now: float | None = None) -> tuple[list[Inbound], list[dict]]:
+                    now: float | None = None, ignore=None) -> tuple[list[Inbound], list[dict]]:
     """Which of the folders ``names`` of ``inbound`` collect may take, and each refused one with why.
 
     Taken: a real folder (not a link) whose owner is the Unix user of the student id its name claims
     (:func:`login_of`; not checked where ``check_owner`` is off: an exchange only one user writes), not dated in
     the future, holding what :func:`_contents_problem` allows. Its time is the latest inode change time of anything
     in it, never its name or its ``timestamp.txt``; a name that claims another time gets a note
-    (:attr:`Inbound.note`). A refused folder is never collected, so it replaces nobody's hand-in. This is a look:
-    what is collected, and its time, is what :func:`take_inbound` then reads through file descriptors."""
+    (:attr:`Inbound.note`). A refused folder is never collected, so it replaces nobody's hand-in. This is a look,
+    through file descriptors, reading no file (``ignore(rel, st)``: what the copy will leave out): what is collected,
+    and its time, is what :func:`take_inbound` then reads."""
     from pwd import getpwnam, getpwuid
 
     now = time.time() if now is None else now
@@ -77,7 +78,10 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
         student = "+".join(parts[:-3]) if len(parts) >= 4 else parts[0]
         why, owner, claimed = "", "", _claimed(parts)
         try:
+            name.encode("utf-8")
             info = os.lstat(inbound / name)
+        except UnicodeEncodeError:
+            why = "its name is not valid UTF-8"
         except OSError as exc:
             why = f"unreadable ({exc.strerror})"
         if not why:
@@ -88,7 +92,7 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
             login = login_of(student, logins)
             try:
                 expected = getpwnam(login).pw_uid
-            except KeyError:
+            except (KeyError, ValueError):
                 expected = None
             if not stat.S_ISDIR(info.st_mode):
                 why = "not a folder (a link or a file)"
@@ -99,7 +103,10 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
             elif claimed is not None and claimed > now + FUTURE_SLACK_S:
                 why = f"dated in the future ({datetime.fromtimestamp(claimed, timezone.utc):%Y-%m-%d %H:%M} UTC)"
             else:
-                why, latest = _contents_problem(inbound / name, info.st_uid if check_owner else None)
+                try:
+                    why, latest = _contents_problem(inbound, name, info.st_uid if check_owner else None, ignore)
+                except (OSError, ValueError) as exc:  # whatever one folder does, the others are looked at
+                    why = f"could not be read ({type(exc).__name__})"
         if why:
             refused.append({"entry": name, "student": student, "owner": owner, "why": why})
         else:
@@ -145,51 +152,41 @@ def take_inbound(inbound: Path, entry: Inbound, dest: Path, ignore=None):
     return snap
 
 
-def inbound_view(inbound: Path, name: str, owner: int | None = None) -> tuple[str | None, list[str], float]:
+def inbound_view(inbound: Path, name: str, owner: int | None = None, wanted=()) -> tuple[str | None, list[str], float]:
     """What the grader reads of a folder of ``inbound/`` without taking it: nbgrader's ``submission_secret.txt`` (of
-    its expected form), the names in it and its inode change time, through file descriptors (the folder opened with
-    ``O_NOFOLLOW``, owned by ``owner`` where given; the secret a small regular file opened from it). (None, [], 0.0)
-    where it cannot be read so; a secret that is not as it should be is None."""
+    its expected form), which of the file names ``wanted`` it holds, and its inode change time, through file
+    descriptors (the folder opened with ``O_NOFOLLOW``, owned by ``owner`` where given; the secret a small regular
+    file opened from it). (None, [], 0.0) where it cannot be read so; a secret not as it should be is None."""
     from .files import EXCHANGE_FILES
     from .snapshot import read_view
 
-    found = read_view(inbound, name, owner, "submission_secret.txt")
+    found = read_view(inbound, name, owner, "submission_secret.txt", wanted)
     if found is None:
         return None, [], 0.0
-    text, names, ctime = found
+    text, present, ctime = found
     secret = text.strip() if text is not None and EXCHANGE_FILES["submission_secret.txt"].fullmatch(text.strip()) \
         else None
-    return secret, names, ctime
+    return secret, present, ctime
 
 
-def _contents_problem(entry: Path, owner: int | None) -> tuple[str, float]:
-    """Why collect may not take what the folder ``entry`` holds ("" when it may): only files and folders (a link,
-    a pipe or a device leaves nothing in ``submitted/``: the whole folder is refused and the refusal reported);
-    on a shared exchange, all its owner's (stock nbgrader leaves a hand-in's folder 0777: whoever learns its name
-    could add files to it); and nbgrader's ``submission_secret.txt``, which its submit always writes (feedback is
-    returned under a name made from it; a folder made by hand without one would stop the release of everyone's
-    feedback). Also returns the latest inode change time seen. A look by path, for the listing: what is taken is
-    checked again, through file descriptors, by :func:`take_inbound`."""
-    latest = 0.0
-    for folder, dirs, files in os.walk(entry):
-        for item in [*dirs, *files]:
-            path = os.path.join(folder, item)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            latest = max(latest, info.st_ctime)
-            if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
-                kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "neither a file nor a folder"
-                return f"holds {os.path.relpath(path, entry)}, {kind}: nothing of it is collected", latest
-            if owner is not None and info.st_uid != owner:
-                return f"holds {os.path.relpath(path, entry)}, written by another user", latest
-    try:
-        secret = os.lstat(entry / "submission_secret.txt")
-    except OSError:
+def _contents_problem(inbound: Path, name: str, owner: int | None, ignore=None) -> tuple[str, float]:
+    """Why collect may not take what the folder ``name`` of ``inbound`` holds ("" when it may): only files and
+    folders (a link, a pipe or a device leaves nothing in ``submitted/``: the whole folder is refused and the refusal
+    reported); on a shared exchange, all its owner's (stock nbgrader leaves a hand-in's folder 0777: whoever learns
+    its name could add files to it); and nbgrader's ``submission_secret.txt``, which its submit always writes
+    (feedback is returned under a name made from it; a folder made by hand without one would stop the release of
+    everyone's feedback). Also returns the latest inode change time of what it holds. A look through file
+    descriptors that reads no file (:func:`.snapshot.take` with ``read=False``): what it says is of the folder it
+    opened, never of a link swapped in; what is taken is read again by :func:`take_inbound`."""
+    from .snapshot import take
+
+    snap = take(inbound, name, None, owner=owner, strict=True, ignore=ignore, read=False)
+    if snap.whole:
+        return snap.whole, 0.0
+    if not snap.has("submission_secret.txt"):
         return ("not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be returned)",
-                latest)
-    return ("" if stat.S_ISREG(secret.st_mode) else "its submission_secret.txt is not a file"), latest
+                snap.changed)
+    return "", snap.changed
 
 
 def _claimed(parts: list[str]) -> float | None:

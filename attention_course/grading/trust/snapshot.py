@@ -25,9 +25,11 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: How many entries (files and folders) a snapshot takes at most, and how deep its folders may nest.
+#: How many entries (files and folders, ignored ones included) a snapshot reads at most, how deep its folders may
+#: nest, and how long a path in it may be (every later copy of it, a worker's scratch course included, must fit).
 MAX_ENTRIES = 10_000
 MAX_DEPTH = 32
+MAX_PATH = 1024
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -57,7 +59,13 @@ class Snapshot:
 
 class _Refused(Exception):
     """The whole snapshot is refused (strict mode: a link, a special file, another user's file; any mode: a change
-    while it was read)."""
+    while it was read, a folder too large or too deep). Its text is the grader's, names escaped."""
+
+
+def _named(rel: str) -> str:
+    from .files import display_name
+
+    return display_name(rel)
 
 
 def kind_problem(mode: int) -> str | None:
@@ -79,9 +87,14 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _changed(rel: str) -> _Refused:
+    return _Refused(f"{_named(rel) if rel else 'its folder'} changed while it was read")
+
+
 class _Walk:
-    def __init__(self, dest: Path | None, owner: int | None, strict: bool, ignore, max_file: int, max_total: int):
-        self.dest, self.owner, self.strict, self.ignore = dest, owner, strict, ignore
+    def __init__(self, dest: Path | None, owner: int | None, strict: bool, ignore, max_file: int, max_total: int,
+                 read: bool):
+        self.dest, self.owner, self.strict, self.ignore, self.read = dest, owner, strict, ignore, read
         self.max_file, self.max_total = max_file, max_total
         self.snap = Snapshot()
         self.total = self.entries = 0
@@ -93,13 +106,25 @@ class _Walk:
         """``rel`` is not taken: in strict mode the whole snapshot is refused; else it is left out (a link copied as
         the same link, never its target)."""
         if self.strict:
-            from .files import display_name
-
-            raise _Refused(f"holds {display_name(rel)}, {why.split(':')[0]}: nothing of it is collected")
+            raise _Refused(f"holds {_named(rel)}, {why.split(':')[0]}: nothing of it is collected")
         self.snap.refused.append((rel, why))
         if link is not None and self.dest is not None:
             (self.dest / rel).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(link, self.dest / rel)
+
+    def names(self, fd: int, rel: str) -> list[str]:
+        """The names in the folder ``fd``, read as a stream and stopped past the limit (never a whole huge list)."""
+        found = []
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    self.entries += 1
+                    if self.entries > MAX_ENTRIES:
+                        raise _Refused(f"it holds more than {MAX_ENTRIES} files and folders")
+                    found.append(entry.name)
+        except OSError as exc:
+            raise _Refused(f"{_named(rel) if rel else 'its folder'} cannot be read ({exc.strerror})") from None
+        return sorted(found)
 
     def folder(self, fd: int, rel: str, depth: int) -> None:
         before = os.fstat(fd)
@@ -107,40 +132,30 @@ class _Walk:
             raise _Refused(f"its folders nest deeper than {MAX_DEPTH}")
         if self.dest is not None:
             (self.dest / rel).mkdir(parents=True, exist_ok=True)
-        try:
-            names = sorted(os.listdir(fd))
-        except OSError as exc:
-            raise _Refused(f"{rel or 'its folder'} cannot be read ({exc.strerror})") from None
         from .files import IGNORED
 
-        for name in names:
+        for name in self.names(fd, rel):
             path = f"{rel}/{name}" if rel else name
             if name in IGNORED:
                 continue
-            if self.ignore is not None:
-                try:
-                    listed = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    raise _Refused(f"{path} changed while it was read") from None
-                if self.ignore(path, listed):
-                    continue
-            self.entries += 1
-            if self.entries > MAX_ENTRIES:
-                raise _Refused(f"it holds more than {MAX_ENTRIES} files and folders")
-            self.entry(fd, name, path, depth)
+            if len(path) > MAX_PATH or len(os.fsencode(name)) > 255:
+                raise _Refused(f"a path in it is longer than {MAX_PATH} characters")
+            try:
+                seen = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise _changed(path) from None
+            if self.ignore is not None and self.ignore(path, seen):
+                continue
+            self.entry(fd, name, path, depth, seen)
         after = os.fstat(fd)
         if (after.st_ctime_ns, after.st_mtime_ns) != (before.st_ctime_ns, before.st_mtime_ns):
-            raise _Refused(f"{rel or 'the folder'} changed while it was read")
+            raise _changed(rel)
         self.changed_ns = max(self.changed_ns, after.st_ctime_ns)
 
-    def entry(self, parent: int, name: str, rel: str, depth: int) -> None:
-        try:
-            seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
-        except FileNotFoundError:
-            raise _Refused(f"{rel} changed while it was read") from None
+    def entry(self, parent: int, name: str, rel: str, depth: int, seen: os.stat_result) -> None:
         why = kind_problem(seen.st_mode)
         if why:
-            link = os.readlink(name, dir_fd=parent) if stat.S_ISLNK(seen.st_mode) else None
+            link = os.readlink(name, dir_fd=parent) if stat.S_ISLNK(seen.st_mode) and not self.strict else None
             self.problem(rel, why, link)
             return
         if self.owner is not None and seen.st_uid != self.owner:
@@ -154,15 +169,19 @@ class _Walk:
             self.snap.too_big = True
             self.snap.refused.append((rel, f"the hand-in's files pass {self.max_total // 2**20} MiB in all here"))
             return
+        if not is_dir and not self.read:  # a look: the file as its folder (opened by descriptor) lists it
+            self.taken(rel, seen)
+            return
         try:
             fd = os.open(name, _DIRECTORY if is_dir else _FILE, dir_fd=parent)
-        except OSError as exc:  # ELOOP: it became a link; ENOENT: it went; ENXIO: a socket
-            raise _Refused(f"{rel} changed while it was read ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+        except OSError as exc:  # ELOOP: it became a link; ENOENT: it went; ENXIO: a socket; EAGAIN: a lease
+            raise _Refused(f"{_named(rel)} changed while it was read "
+                           f"({errno.errorcode.get(exc.errno, exc.errno)})") from None
         try:
             opened = os.fstat(fd)
             if not _same(opened, seen) or stat.S_IFMT(opened.st_mode) != stat.S_IFMT(seen.st_mode) \
                     or (self.owner is not None and opened.st_uid != self.owner):
-                raise _Refused(f"{rel} changed while it was read")
+                raise _changed(rel)
             if is_dir:
                 self.folder(fd, rel, depth + 1)
             else:
@@ -189,16 +208,19 @@ class _Walk:
             after = os.fstat(fd)
             if left or os.read(fd, 1) or (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != \
                     (opened.st_size, opened.st_mtime_ns, opened.st_ctime_ns):
-                raise _Refused(f"{rel} changed while it was read")
+                raise _changed(rel)
         finally:
             if out is not None:
                 os.close(out)
         self.hash.update(b"\0")
-        self.total += opened.st_size
-        self.changed_ns = max(self.changed_ns, opened.st_ctime_ns)
-        self.snap.files.append((rel, opened.st_size))
-        if opened.st_nlink > 1:
-            self.links.setdefault((opened.st_dev, opened.st_ino), [opened.st_nlink, []])[1].append(rel)
+        self.taken(rel, opened)
+
+    def taken(self, rel: str, st: os.stat_result) -> None:
+        self.total += st.st_size
+        self.changed_ns = max(self.changed_ns, st.st_ctime_ns)
+        self.snap.files.append((rel, st.st_size))
+        if st.st_nlink > 1:
+            self.links.setdefault((st.st_dev, st.st_ino), [st.st_nlink, []])[1].append(rel)
 
     def outside_links(self) -> None:
         """Files hard-linked to a file outside the folder are left out (their other name is somebody's path)."""
@@ -213,10 +235,10 @@ class _Walk:
 
 
 def take(parent: Path, name: str, dest: Path | None = None, owner: int | None = None, strict: bool = False,
-         ignore=None, max_file: int | None = None, max_total: int | None = None) -> Snapshot:
+         ignore=None, max_file: int | None = None, max_total: int | None = None, read: bool = True) -> Snapshot:
     """Rule: a folder a student owns is read once, through file descriptors (see the module). Copies the folder
     ``name`` of ``parent`` (a folder of the grader's, opened by path) into ``dest`` (which must not exist; None:
-    read only, for the digest and the time), checking what it opens:
+    not copied), checking what it opens:
 
     * the folder itself is a real folder, not a link (else the whole is refused), owned by ``owner`` if given;
     * each entry is opened from its folder's descriptor with ``O_NOFOLLOW`` and must be the object listed; a link,
@@ -224,18 +246,23 @@ def take(parent: Path, name: str, dest: Path | None = None, owner: int | None = 
       same link), as is, where ``owner`` is given, an entry of another user;
     * a file over ``max_file`` bytes, files past ``max_total`` in all, and a file hard-linked to one outside the
       folder are left out and reported;
-    * a folder whose entries, or a file whose size or times, change while it is read make the whole refused.
+    * a folder whose entries, or a file whose size or times, change while it is read make the whole refused, and
+      so do more than :data:`MAX_ENTRIES` entries, folders deeper than :data:`MAX_DEPTH` or a path longer than
+      :data:`MAX_PATH`.
 
-    ``ignore(rel, st)`` (``st`` the entry's own ``lstat``) leaves entries out without a word. A refused whole leaves nothing in ``dest``."""
-    from .files import MAX_FILE_BYTES, MAX_HANDIN_BYTES, display_name
+    ``ignore(rel, st)`` (``st`` the entry's own ``lstat``) leaves entries out without a word. ``read`` False: a look,
+    which opens the folders (never a file) and takes each file's kind, owner, size and time from its folder's
+    listing: no content, no digest. A refused whole, or any error, leaves nothing in ``dest``."""
+    from .files import MAX_FILE_BYTES, MAX_HANDIN_BYTES
 
     walk = _Walk(None if dest is None else Path(dest), owner, strict, ignore,
-                 MAX_FILE_BYTES if max_file is None else max_file, MAX_HANDIN_BYTES if max_total is None else max_total)
+                 MAX_FILE_BYTES if max_file is None else max_file, MAX_HANDIN_BYTES if max_total is None else max_total,
+                 read)
     snap = walk.snap
     try:
         top = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        snap.whole = f"{display_name(str(parent))} cannot be read ({exc.strerror})"
+        snap.whole = f"{_named(str(parent))} cannot be read ({exc.strerror})"
         return snap
     made = False
     try:
@@ -245,7 +272,7 @@ def take(parent: Path, name: str, dest: Path | None = None, owner: int | None = 
             raise _Refused(f"it cannot be read ({exc.strerror})") from None
         why = kind_problem(seen.st_mode) or (None if stat.S_ISDIR(seen.st_mode) else "not a folder")
         if why:
-            raise _Refused(f"the hand-in folder {display_name(name)} is {why.split(':')[0]}")
+            raise _Refused(f"the hand-in folder {_named(name)} is {why.split(':')[0]}")
         try:
             fd = os.open(name, _DIRECTORY, dir_fd=top)
         except OSError as exc:
@@ -268,18 +295,23 @@ def take(parent: Path, name: str, dest: Path | None = None, owner: int | None = 
         if made:
             shutil.rmtree(dest, ignore_errors=True)
         return snap
+    except BaseException:
+        if made:
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
     finally:
         os.close(top)
     snap.refused.sort()
     snap.changed = walk.changed_ns / 1e9
-    snap.digest = walk.hash.hexdigest()
+    snap.digest = walk.hash.hexdigest() if read else ""
     return snap
 
 
-def read_view(parent: Path, name: str, owner: int | None, small: str, limit: int = 256):
+def read_view(parent: Path, name: str, owner: int | None, small: str, wanted=(), limit: int = 256):
     """The folder ``name`` of ``parent`` read through file descriptors without copying it: the text of its small
-    regular file ``small`` (None if it is not one of at most ``limit`` bytes), the names it holds and its inode change
-    time; None when it is not a real folder (owned by ``owner`` where given)."""
+    regular file ``small`` (None if it is not one of at most ``limit`` bytes), which of the names ``wanted`` are
+    regular files in it (looked up one by one: a folder of millions of names costs nothing) and its inode change
+    time; None when it is not a real folder (owned by ``owner`` where given). Never blocks (a FIFO, a lease)."""
     try:
         top = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -294,7 +326,13 @@ def read_view(parent: Path, name: str, owner: int | None, small: str, limit: int
         info = os.fstat(fd)
         if owner is not None and info.st_uid != owner:
             return None
-        names = sorted(os.listdir(fd))
+        present = []
+        for item in wanted:
+            try:
+                if stat.S_ISREG(os.stat(item, dir_fd=fd, follow_symlinks=False).st_mode):
+                    present.append(item)
+            except (OSError, ValueError):
+                pass
         text = None
         try:
             small_fd = os.open(small, _FILE, dir_fd=fd)
@@ -307,7 +345,7 @@ def read_view(parent: Path, name: str, owner: int | None, small: str, limit: int
                     text = os.read(small_fd, limit).decode("utf-8", errors="replace")
             finally:
                 os.close(small_fd)
-        return text, names, info.st_ctime
+        return text, present, info.st_ctime
     except OSError:
         return None
     finally:
