@@ -629,3 +629,12 @@ def test_the_look_never_reports_what_is_behind_a_link_swapped_in(tmp_path):
     assert [e.name for e in taken] == [good.name], why
     assert "deeper than" in why["bob"] and "more than" in why["cat"] and "longer than" in why["dan"], why
     assert any("not valid UTF-8" in w for w in why.values()), why
+
+
+def test_a_submission_secret_is_one_students():
+    """Feedback is released under a name made from a hand-in's secret: whoever has it in submitted/ keeps it; of new
+    folders sharing one, the first to come (a copy is made after its original); at the same time, nobody."""
+    held = [("ann", "a" * 32), ("bob", None)]
+    new = [("mal", "a" * 32, 5.0), ("cat", "c" * 32, 9.0), ("eve", "c" * 32, 7.0), ("dan", "d" * 32, 3.0),
+           ("fay", "d" * 32, 3.0), ("gus", "g" * 32, 1.0), ("gus", "g" * 32, 2.0)]
+    assert trust.secret_owners(held, new) == {"a" * 32: "ann", "c" * 32: "eve", "d" * 32: "", "g" * 32: "gus"}

@@ -120,28 +120,13 @@ def copy_files(self) -> None:
 
 
 def _secrets(self, inbound: Path, candidates: dict) -> dict[str, str]:
-    """Who may hand in under each submission secret (feedback is released under a name made from it): the student
-    whose hand-in in ``submitted/`` has it; else, of new folders sharing it, the student whose folder came first (a
-    copy of a secret is made after the folder it was read from, and no inode time can be set back; two folders of
-    the same time: nobody). Secret -> student ("" for nobody)."""
-    found: dict[str, str] = {}
+    """:func:`.trust.secret_owners` of the hand-ins in ``submitted/`` and the folders this collect may take."""
     pattern = self.coursedir.format_path(self.coursedir.submitted_directory, "*", self.coursedir.assignment_id)
-    for folder in sorted(Path(p) for p in glob.glob(pattern)):
-        secret = trust.exchange_metadata(folder).get("submission_secret.txt")
-        if secret is not None:
-            found.setdefault(secret, folder.parent.name)
-    claims: dict[str, dict] = {}
-    for student, entries in candidates.items():
-        for entry in entries:
-            secret, _, _ = trust.inbound_view(inbound, entry.name, entry.uid)
-            if secret is not None and secret not in found:
-                came = claims.setdefault(secret, {})
-                came[student] = min(came.get(student, entry.seen), entry.seen)
-    for secret, came in claims.items():
-        first = min(came.values())
-        owners = [student for student, seen in came.items() if seen == first]
-        found[secret] = owners[0] if len(owners) == 1 else ""
-    return found
+    held = [(Path(p).parent.name, trust.exchange_metadata(Path(p)).get("submission_secret.txt"))
+            for p in sorted(glob.glob(pattern))]
+    new = [(student, trust.inbound_view(inbound, entry.name, entry.uid)[0], entry.seen.timestamp())
+           for student, entries in candidates.items() for entry in entries]
+    return trust.secret_owners(held, new)
 
 
 def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tuple[str, str]:

@@ -117,6 +117,29 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
     return taken, refused
 
 
+def secret_owners(held: list, new: list) -> dict[str, str]:
+    """Rule: a submission secret is one student's (feedback is released under a name made from it, so a hand-in
+    under a classmate's secret would have its pages replace theirs). ``held``: (student, secret) of the hand-ins in
+    ``submitted/``, whose students keep theirs; ``new``: (student, secret, time it came) of folders of ``inbound/``.
+    A secret only new folders have is the student's whose folder came first (a copy of a secret is made after the
+    folder it was read from, and no inode time can be set back); of two that came at the same time, nobody's.
+    Returns secret -> student ("" for nobody)."""
+    owners: dict[str, str] = {}
+    for student, secret in held:
+        if secret:
+            owners.setdefault(secret, student)
+    first: dict[str, dict] = {}
+    for student, secret, came in new:
+        if secret and secret not in owners:
+            times = first.setdefault(secret, {})
+            times[student] = min(times.get(student, came), came)
+    for secret, times in first.items():
+        earliest = min(times.values())
+        students = [s for s, t in times.items() if t == earliest]
+        owners[secret] = students[0] if len(students) == 1 else ""
+    return owners
+
+
 def redated_note(claimed: float | None, when: float) -> str:
     """The note on a folder whose name claims another time than when it came ("" when it agrees)."""
     if claimed is None or abs(claimed - when) <= FUTURE_SLACK_S:
