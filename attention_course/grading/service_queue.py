@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS handin (
     entry TEXT PRIMARY KEY,          -- the folder's name in inbound/
     assignment TEXT NOT NULL,
     student TEXT NOT NULL,
-    seen REAL NOT NULL,              -- when it came (the folder's inode change time), seconds since the epoch
+    seen REAL NOT NULL,              -- when it came (the latest inode change in it), seconds since the epoch
     state TEXT NOT NULL,
     slot REAL,                       -- when its grading was first started (what the limit counts)
     attempts INTEGER NOT NULL DEFAULT 0,

@@ -12,7 +12,8 @@ extensions in a CSV the instructor edits), and applied by nbgrader's own late-su
   grading by hand.
 
 The time a hand-in is late by is the gradebook's, which autograde takes from ``submitted/<student>/<id>/
-timestamp.txt``: written by collect at the time the grader trusts (the inbound folder's change time), or by the
+timestamp.txt``: written by collect at the time the grader trusts (the latest change of anything in its copy of
+the inbound folder), or by the
 instructor for a hand-in copied in by hand; without one, the notebooks' modification time (said in the log).
 """
 
