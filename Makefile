@@ -84,7 +84,7 @@ sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (ma
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
 	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers; the similarity report on 500 hand-ins (~17 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers; a CPU hog beside a class of 8; the similarity report on 500 hand-ins (~24 min)
 	$(BIN)/python -m tools bench
 	$(BIN)/python -m tools bench-similarity --students 500
 

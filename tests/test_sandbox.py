@@ -9,8 +9,9 @@ is read by name and by search and nothing of it is found; the grader's Unix sock
 abstract name) are not reached; no mode, owner, time or attribute changes outside the kernel's scratch file
 system, whoever owns the file; the grader's session keyring is not read. The ordinary-user runs grade as a user
 the test creates (tests/conftest.py, ``grader_user``), whose kernels own their scratch folders.
-This host binds memory and pids to cgroup v1, so the cgroup v2 path is checked against a fake cgroupfs tree
-(files written, processes moved and killed).
+This host binds memory, pids and cpu to cgroup v1, so the cgroup v2 path is checked against a fake cgroupfs tree
+(files written, processes moved and killed). A CPU hog (48 busy children, each calling setsid()) gets at most its
+kernel's share, with its cpu cgroup and without (the watchdog), and its cells still time out.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from attention_course.grading.course import ROOT
 TOOLS = ROOT / "tests" / "tools"
 
 
-def attack(mode: str, user: int | None, tmp_path: Path) -> dict:
-    cmd = [sys.executable, str(TOOLS / "sandbox_attacks.py"), mode] + (["--no-isolation"] if mode == "cgroups" else [])
+def attack(mode: str, user: int | None, tmp_path: Path, *more: str) -> dict:
+    cmd = [sys.executable, str(TOOLS / "sandbox_attacks.py"), mode, *more] + (["--no-isolation"] if mode == "cgroups" else [])
     proc = subprocess.run(as_ordinary_user(cmd, tmp_path, user) if user else cmd, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -65,6 +66,28 @@ def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path, gra
         isolated(found["isolation"], as_user)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,as_user", RUNS)
+def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(mode, as_user, tmp_path, grader_user):
+    """48 busy children that each call setsid(): their CPU time against the wall clock (from /proc, outside the
+    kernel), alone and beside two busy processes of the grader's; then the hog's own cells."""
+    if not as_user and os.geteuid() != 0:
+        pytest.skip("grading as root needs root")
+    found = attack("hog", grader_user if as_user else None, tmp_path, mode)
+    cpu = found["facts"]["cpu"]
+    assert cpu["share"] == ("cgroup" if mode == "cgroups" else "watchdog") and cpu["nice_limit"] == 0, cpu
+    assert found["threads"]["text"].strip() == "1", found["threads"]  # torch: one thread in a one-core share
+    assert found["start"]["text"] == "started 48\n", found["start"]
+    if mode == "cgroups":  # a quota: one core at most, even on an idle machine
+        assert found["alone"] <= 1.1, found
+    else:  # the watchdog: every process of the hog at nice 19, for good
+        assert found["nice"] == [19] and "refused" in found["renice"]["text"], found
+    assert found["beside"] <= 1.1 and found["rivals"] >= 0.8 * found["beside"], found
+    assert found["after"]["text"] == "4999950000\n", found["after"]  # the kernel works on in its share
+    assert found["busy_cell"]["status"] == "timeout" and found["busy_cell"]["seconds"] < 20, found["busy_cell"]
+    assert found["left_running"] == [], found["left_running"]
+
+
 def printed(run: dict, word: str):
     """What a kernel printed after ``word`` (a Python literal or JSON), its run having ended well."""
     assert run["status"] == "ok", run
@@ -95,7 +118,7 @@ def fake_v2(tmp_path: Path, enabled: str) -> Path:
     root = tmp_path / "cgroupfs"
     (root / "grading").mkdir(parents=True)
     (root / "cgroup.controllers").write_text("cpu io memory pids\n")
-    (root / "grading" / "cgroup.controllers").write_text("memory pids\n")
+    (root / "grading" / "cgroup.controllers").write_text("cpu memory pids\n")
     (root / "grading" / "cgroup.subtree_control").write_text(enabled + "\n")
     return root
 
@@ -142,6 +165,46 @@ def test_a_hybrid_host_takes_each_controller_where_it_is_bound(tmp_path):
     assert (root / "pids" / "svc" / "k" / "pids.max").read_text() == "64" and len(made.dirs) == 2
 
 
+def test_a_kernels_cpu_share_is_a_quota_of_one_core_with_the_weight_of_one_process(tmp_path):
+    root = fake_v2(tmp_path, "cpu memory pids")
+    made = cgroups.create("kernel-1", 2**30, 64, root, "0::/grading\n")
+    kernel = root / "grading" / "kernel-1"
+    assert (kernel / "cpu.max").read_text() == "100000 100000" and (kernel / "cpu.weight").read_text() == "100"
+    assert cgroups.cpu_cap(made.procs_files) == 1.0 and (kernel / "pids.max").read_text() == "64"
+    (kernel / "cpu.stat").write_text("usage_usec 1500000\nnr_periods 40\nnr_throttled 12\n")
+    assert made.cpu_stat() == {"usage_usec": 1500000, "nr_periods": 40, "nr_throttled": 12}
+    v1 = tmp_path / "v1"  # like this host: cpu on a v1 hierarchy of its own
+    (v1 / "cpu" / "svc").mkdir(parents=True)
+    made = cgroups.create("k", 2**30, 64, v1, "1:cpu:/svc\n0::/\n", cpu_cores=0.5)
+    assert [(f, (v1 / "cpu" / "svc" / "k" / f).read_text()) for f in ("cpu.shares", "cpu.cfs_quota_us")] == \
+        [("cpu.shares", "1024"), ("cpu.cfs_quota_us", "50000")] and cgroups.cpu_cap(made.procs_files) == 0.5
+    assert cgroups.cpu_cap([]) is None
+
+
+def test_the_watchdog_counts_each_cpu_tick_once_and_knows_a_hog(tmp_path):
+    """:func:`cgroups.cpu_used` over two readings of a namespace's processes ((ppid, own ticks, waited-for ticks, state)):
+    a child its parent waited for is not counted twice; :func:`cgroups.hog` over a window of samples."""
+    before = {1: (0, 100, 0, "S"), 2: (1, 50, 0, "R"), 3: (2, 30, 0, "R")}
+    reaped = {1: (0, 100, 0, "S"), 2: (1, 70, 40, "R"), 4: (2, 5, 0, "R")}  # 3 ran 10 more, then 2 waited for it
+    assert cgroups.cpu_used(before, reaped) == 20 + 10 + 5
+    never_waited = {1: (0, 100, 0, "S"), 2: (1, 70, 0, "R"), 4: (2, 5, 0, "R")}  # its last moments are not seen
+    assert cgroups.cpu_used(before, never_waited) == 20 + 5
+    assert not cgroups.hog([(0.25, 0.25, 1)] * 8)  # one core, one process running: an honest notebook
+    assert cgroups.hog([(0.25, 0.5, 2)] * 8) and not cgroups.hog([(0.25, 0.5, 2)] * 7)  # two cores, for the window
+    assert cgroups.hog([(0.25, 0.0, 3)] * 8)  # three running whose time was never read (too short-lived)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = tmp_path / "proc"  # a namespace's /proc, as the watchdog reads it
+        (proc / str(sleeper.pid) / "task" / str(sleeper.pid)).mkdir(parents=True)
+        (proc / str(sleeper.pid) / "autogroup").write_text("/autogroup-7 nice 0\n")
+        (proc / "self").mkdir()
+        assert cgroups.penalise(str(proc)) == 0 and os.getpriority(os.PRIO_PROCESS, sleeper.pid) == 19
+        assert (proc / str(sleeper.pid) / "autogroup").read_text().endswith("19")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def as_ordinary_user(cmd: list[str], tmp_path: Path, user: int) -> list[str]:
     """``cmd`` run as the ordinary user ``user`` when these tests run as root (tests/tools/as_user.py)."""
     if os.geteuid() != 0:
@@ -164,8 +227,13 @@ def test_doctor_reports_every_layer(as_user, tmp_path, grader_user):
                           text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     rows = {layer: mark for mark, layer in re.findall(r"\[\s*(ok|--|MISSING)\s*\] (\w+)", proc.stdout)}
-    assert set(rows) == {"user", "namespaces", "view", "scratch", "limits", "landlock", "cgroups", "seccomp"}, proc.stdout
-    assert all(rows[layer] == "ok" for layer in doctor.REQUIRED), proc.stdout
+    assert set(rows) == {"user", "namespaces", "view", "scratch", "limits", "landlock", "cgroups", "seccomp", "cpu"}, \
+        proc.stdout
+    assert all(rows[layer] == "ok" for layer in doctor.REQUIRED) and rows["cpu"] == "ok", proc.stdout
     assert "refuses" not in proc.stdout, proc.stdout
+    cpu = re.search(r"\] cpu +(.*)", proc.stdout).group(1)
     if not as_user:
         assert "kernels run as uid 16" in proc.stdout and rows["cgroups"] == "ok", proc.stdout
+        assert cpu.startswith("a cpu cgroup per kernel"), cpu
+    else:  # cgroups are not delegated to an ordinary user here
+        assert cpu.startswith("no cpu cgroup: a watchdog") and "its CPU watchdog process 1" in proc.stdout, cpu

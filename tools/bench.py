@@ -10,6 +10,8 @@ alternative answers, round robin) is released and handed in once, then graded by
 3. ``nbgrader autograde`` with this course's configuration (kernels forked from a process that
    has imported the libraries), still one process;
 4. the course command (``make autograde``) with ``--workers`` processes.
+Then a mixed class (every assignment) on 1, 2 and 2 Dask workers, and a CPU hog beside a class of 8
+(:mod:`.bench_hog`: exit status 1 when it slows its classmates by more than 25%).
 It prints wall-clock seconds per submission (start-up included), the speed-up over stock, the
 floor (the notebooks' own execution time with every import done: each graded notebook run in one
 warm IPython shell, tests included, figures rendered to PNG as a kernel does), and compares
@@ -151,14 +153,28 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=4.0, help="required speed-up over stock (default: 4)")
     parser.add_argument("--class-size", type=int, default=20,
                         help="students of the mixed class, each handing in every assignment (default: 20; 0: skip)")
+    parser.add_argument("--hog-class", type=int, default=8,
+                        help="classmates graded beside a CPU hog (default: 8; 0: skip; tools/bench_hog.py)")
+    parser.add_argument("--hog-workers", type=int, default=2, help="workers grading them (default: 2)")
+    parser.add_argument("--hog-seconds", type=float, default=40, help="how long the hog burns (default: 40)")
+    parser.add_argument("--hog-limit", type=float, default=0.25,
+                        help="the most the classmates' median may slow down (default: 0.25)")
+    parser.add_argument("--hog-variants", nargs="+", default=["setsid", "threads", "busy"],
+                        choices=["setsid", "threads", "busy"], help="the hostile hand-ins (default: all three)")
+    parser.add_argument("--only-hog", action="store_true", help="run the CPU-hog part alone")
     parser.add_argument("--keep", action="store_true", help="keep the scratch courses")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="attention-bench-"))
     try:
-        status = _bench(scratch, args)
-        if args.class_size:
+        status = 0 if args.only_hog else _bench(scratch, args)
+        if args.class_size and not args.only_hog:
             print()
             status = max(status, _mixed(scratch, args))
+        if args.hog_class:
+            from .bench_hog import main as hog_main
+
+            print()
+            status = max(status, hog_main(scratch, args))
         return status
     finally:
         if args.keep:

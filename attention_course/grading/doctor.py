@@ -40,6 +40,11 @@ except OSError:
 found["course_visible"] = os.path.lexists(sys.argv[1])
 seccomp = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")]
 found["seccomp"] = int(seccomp[0]) if seccomp else 0
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) - 1)
+    found["nice_lowered"] = True
+except OSError:
+    found["nice_lowered"] = False
 print(json.dumps(found))
 """
 
@@ -91,6 +96,8 @@ OPEN = {
     "seccomp": "a hand-in may read the grader's session keyring, make namespaces of its own and use kernel "
                "interfaces no kernel needs (BPF, perf, userfaultfd, io_uring, mounts)",
     "cgroups": "memory is capped per process (RLIMIT_AS) rather than per kernel; processes by RLIMIT_NPROC only",
+    "cpu": "a hand-in's processes may take every core: classmates graded beside it wait (48 busy children made theirs "
+           "4 to 10 times slower)",
 }
 #: Layers without which ``autograde`` refuses to grade unless the instructor accepts what they leave open.
 REQUIRED = ("user", "namespaces", "view", "scratch", "limits", "landlock", "seccomp")
@@ -108,10 +115,12 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
                  if uid not in (0, None) else
                  "kernels run as root (uid 0): set c.JudgedExecute.kernel_uid_base > 0, or grade as an ordinary user"))
     want = {"mount", "network", "pid", "ipc"}
+    share = facts.get("cpu", {}).get("share")
     rows.append(("namespaces", want <= set(ns),
                  f"{', '.join(ns)}: no network (loopback {found.get('loopback', '?')}), "
-                 f"{found.get('others_visible', '?')} other processes visible, System V IPC of its own, every "
-                 "process and shared memory segment ends with the kernel"
+                 f"{found.get('others_visible', '?')} other processes visible"
+                 f"{', its CPU watchdog process 1 (out of its reach)' if share == 'watchdog' else ''}, System V IPC of "
+                 "its own, every process and shared memory segment ends with the kernel"
                  if want <= set(ns) else
                  f"only {', '.join(ns) or 'none'} (missing {', '.join(sorted(want - set(ns)))}): allow namespaces "
                  "(Debian/Ubuntu: sysctl kernel.unprivileged_userns_clone=1, "
@@ -141,15 +150,36 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
                  if abi >= 1 else "not available (Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and lsm=landlock): "
                  "kernels can read every file their user can"))
     rows.append(("seccomp", bool(facts.get("seccomp")) and bool(found.get("seccomp")),
-                 "libseccomp filter: no keyrings, no namespaces, no ptrace, BPF, perf, userfaultfd, io_uring or mounts"
+                 "libseccomp filter: no keyrings, no namespaces, no ptrace, BPF, perf, userfaultfd, io_uring or mounts; "
+                 "setsid does nothing"
                  if facts.get("seccomp") and found.get("seccomp") else
                  "no system-call filter: install libseccomp (Debian: libseccomp2) for pyseccomp"))
     groups = report.get("cgroups") or []
+    cpu = facts.get("cpu", {})
+    cores = f"{cpu.get('cores', cgroups.CPU_CORES):g} core"
     rows.append(("cgroups", bool(groups),
                  f"{', '.join(groups)}: memory {gib(settings['memory_bytes'])}, {settings['processes']} processes"
+                 + (f", {cores} of CPU" if share == "cgroup" else "")
                  if groups else "none: " + "; ".join(report.get("cgroup_notes") or ["not delegated"])
                  + " (the other layers hold without them)"))
+    rows.append(("cpu", share in ("cgroup", "watchdog") and not found.get("nice_lowered", True), cpu_text(cpu, cores)))
     return rows
+
+
+def cpu_text(cpu: dict, cores: str) -> str:
+    """What holds a kernel's processes to their share of the CPU on this host (the ``cpu`` row)."""
+    threads = f"torch and BLAS get {cpu.get('threads', '?')} thread{'' if cpu.get('threads') == 1 else 's'}"
+    if cpu.get("share") == "cgroup":
+        return (f"a cpu cgroup per kernel: its processes together get at most {cores} (a quota), with the weight of "
+                f"one process, however many they are; {threads}")
+    if cpu.get("share") == "watchdog":
+        return (f"no cpu cgroup: a watchdog, process 1 of each kernel's PID namespace, puts every process of a kernel "
+                f"whose processes together use more than {cgroups.HOG_CORES:g} cores over {cgroups.HOG_WINDOW:g} s at "
+                f"nice {cgroups.HOG_NICE} for the rest of its life (none can lower it; setsid does nothing, so they "
+                "stay in one scheduler group): such a kernel still takes CPU no one else wants, but yields to every "
+                f"other process; not a cap; {threads}")
+    return ("no cpu cgroup, and no PID namespace for a watchdog: nothing holds a kernel's processes to a share (delegate "
+            "the cpu controller, see cgroups, or allow namespaces)")
 
 
 def probe_failure(report: dict) -> str | None:

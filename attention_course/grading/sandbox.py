@@ -3,8 +3,9 @@
 CONFIG is a JSON file written by the grader. The layers, in the order they are put on; none of the first
 six depends on cgroups, and each reports in ``<scratch>/sandbox.json`` what it could not do:
 
-1. cgroups (:mod:`.cgroups`, v1 or v2, where the host delegates them): a memory and a process cap;
-2. resource limits: address space and data size, file size, open files, no core dumps;
+1. cgroups (:mod:`.cgroups`, v1 or v2, where the host delegates them): a memory and a process cap, and a share
+   of the CPU (at most one core; without a cpu cgroup, a watchdog in the PID namespace: :func:`.cgroups.watch`);
+2. resource limits: address space and data size, file size, open files, no core dumps, no lower nice value;
 3. namespaces of its own: network (no network at all, not even loopback), mount (``/run`` hidden, paths
    the kernel needs made reachable, a size-limited scratch file system), PID (the kernel is process 1 of
    its namespace: when it ends, every process the hand-in started ends with it), and, for a grader that
@@ -19,12 +20,13 @@ six depends on cgroups, and each reports in ``<scratch>/sandbox.json`` what it c
 
 The process that applies the sandbox stays outside the new PID namespace as the kernel's supervisor: it
 waits for the kernel and exits with its status; if the grader kills it, the kernel and everything it
-started die too (a parent-death signal, then the end of the namespace).
+started die too (a parent-death signal, then the end of the namespace). A CPU watchdog is its process 1.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import resource
@@ -36,7 +38,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 # x86_64 and aarch64 share these syscall numbers (the generic table from 5.13 on).
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 24, 38, 39
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS, _CAP_SYS_NICE = 1, 24, 38, 39, 23
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x10000000, 0x40000000
 _CLONE_NEWIPC = 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 4096, 0x4000, 0x40000
@@ -195,9 +197,8 @@ def _libseccomp():
 def _filter_syscalls(seccomp) -> list[str]:
     """A seccomp filter (libseccomp, through pyseccomp): :data:`DENIED_SYSCALLS` fail with EPERM; ``clone`` may not
     make namespaces, and ``clone3`` (whose flags a filter cannot read) says ENOSYS, so that the C library falls
-    back to ``clone``. Everything else is allowed: the other layers decide what a call may reach."""
-    import errno
-
+    back to ``clone``; ``setsid`` returns 0 and does nothing (a process stays in its kernel's session, process group
+    and scheduler group). Everything else is allowed: the other layers decide what a call may reach."""
     if isinstance(seccomp, Exception):
         return [f"no system-call filter (libseccomp): {type(seccomp).__name__}: {seccomp}"]
     try:
@@ -211,6 +212,7 @@ def _filter_syscalls(seccomp) -> list[str]:
                      0x02000000, 0x00000080):  # ... UTS, cgroup, time
             rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
         rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+        rules.add_rule(seccomp.ERRNO(0), "setsid")
         rules.load()
     except Exception as exc:  # no libseccomp on this host, or the filter was refused
         return [f"no system-call filter: {type(exc).__name__}: {exc}"]
@@ -221,36 +223,40 @@ def _supervise(child: int) -> None:
     """The process outside the kernel's PID namespace: wait for the kernel, exit with its status."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # interrupts are for the kernel
     os.closerange(3, 4096)
-    status = 0
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            break
+    try:
+        status = os.waitpid(child, 0)[1]  # (retried on EINTR)
+    except ChildProcessError:
+        status = 0
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
+
+
+def _confine_watchdog() -> None:
+    """The CPU watchdog (:func:`.cgroups.start_watch`) keeps its grader's user and of root's powers CAP_SYS_NICE only."""
+    keep = 1 << _CAP_SYS_NICE if os.geteuid() == 0 else 0  # to renice the processes of the kernel's uid
+    _drop_bounding_set(keep)
+    _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _drop_capabilities(keep)
 
 
 def _parent_death_signal() -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _drop_bounding_set() -> None:
+def _drop_bounding_set(keep: int = 0) -> None:
     for cap in range(64):
-        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+        if not keep & 1 << cap:
+            _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
-def _drop_capabilities() -> list[str]:
+def _drop_capabilities(keep: int = 0) -> list[str]:
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
-    header, data = Header(0x20080522, 0), (Data * 2)()
+    header, data = Header(0x20080522, 0), (Data * 2)(Data(keep, keep, 0))
     if _libc.capset(ctypes.byref(header), data) != 0:
         return [f"could not drop capabilities: {_err()}"]
     return []
@@ -287,7 +293,9 @@ def apply(config: dict) -> tuple[list[str], dict]:
 
     seccomp = _libseccomp() if config.get("seccomp", True) else None
     notes = cgroups.join(config.get("cgroups", []))
-    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 4096),
+    capped = cgroups.cpu_cap(config.get("cgroups", []))  # the kernel's CPU share: its cgroup's quota, or the watchdog
+    threads = cgroups.use_threads(capped or cgroups.CPU_CORES)
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 4096), (resource.RLIMIT_NICE, 0),
               (resource.RLIMIT_FSIZE, int(config.get("file_bytes", 64 * 2**20)))]
     if config.get("memory_bytes"):
         limits += [(resource.RLIMIT_AS, int(config["memory_bytes"])), (resource.RLIMIT_DATA, int(config["memory_bytes"]))]
@@ -312,6 +320,9 @@ def apply(config: dict) -> tuple[list[str], dict]:
         notes += more
     if viewed:
         notes += rootfs.seal(os.path.join(config["scratch_fs"]["path"], "shm") if config.get("scratch_fs") else "/")
+    if config.get("cwd"):
+        os.chdir(config["cwd"])
+    watched = bool(flags & _CLONE_NEWPID) and capped is None and config.get("cpu_watchdog", True)
     if flags & _CLONE_NEWPID:
         child = os.fork()
         if child:
@@ -319,8 +330,9 @@ def apply(config: dict) -> tuple[list[str], dict]:
         _parent_death_signal()
         if not _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC):
             notes.append(f"could not mount the PID namespace's /proc: {_err()}")
-    if config.get("cwd"):
-        os.chdir(config["cwd"])
+        if watched:  # this process stays the namespace's first as the CPU watchdog; its child goes on
+            more = cgroups.start_watch(_confine_watchdog, _parent_death_signal)
+            watched, notes = not more, notes + more
     processes = int(config.get("processes") or 0)
     if processes:
         if uid != os.getuid() or flags & _CLONE_NEWUSER:  # a uid of its own, or counted in its own user namespace
@@ -345,11 +357,12 @@ def apply(config: dict) -> tuple[list[str], dict]:
     filtered = _filter_syscalls(seccomp) if seccomp is not None else ["no system-call filter asked for"]
     notes += filtered
     facts = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
-             "namespaces": [n for f, n in NAMES.items() if flags & f], "pid": os.getpid(), "view": viewed,
-             "seccomp": not filtered,
+             "namespaces": [n for f, n in NAMES.items() if flags & f], "pid": os.getpid(), "view": viewed, "seccomp": not filtered,
              "scratch_bytes": scratch_bytes, "landlock": 0 if any("Landlock is" in n or "failed" in n for n in more) else abi,
              "cgroups": len(config.get("cgroups", [])), "no_new_privs": _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1,
-             "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0], "address_space": resource.getrlimit(resource.RLIMIT_AS)[0]}
+             "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0], "address_space": resource.getrlimit(resource.RLIMIT_AS)[0],
+             "cpu": {"share": "cgroup" if capped else "watchdog" if watched else "none", "threads": threads,
+                     "cores": capped or cgroups.CPU_CORES, "nice_limit": resource.getrlimit(resource.RLIMIT_NICE)[0]}}
     return notes, facts
 
 

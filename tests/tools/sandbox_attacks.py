@@ -1,7 +1,7 @@
 """Boot kernels in the course's sandbox, attack them, close them, and print what happened as JSON.
 
 ``sandbox_attacks.py cgroups|no-cgroups [--no-isolation]``. test_sandbox.py runs it as root with and without cgroups and as an
-ordinary user, so that each attack is shown to be stopped by the layers that do not depend on cgroups.
+ordinary user, so that each attack is shown to be stopped by the layers that do not depend on cgroups; ``hog``: :func:`cpu_hog`.
 
 Two phases. First one kernel takes the resource attacks (memory, detached sleepers, a fork bomb, a scratch flood).
 Then the isolation attacks: kernel A leaves System V shared memory, a message queue and a semaphore set, POSIX
@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -337,9 +338,56 @@ def isolation(settings: dict) -> dict:
     return found
 
 
+SETSID_HOG = "import os\nfor _ in range(48):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n            pass\nprint('started 48')"
+TRY_NICE = "import os\ntry:\n    os.setpriority(os.PRIO_PROCESS, 0, 0)\nexcept OSError as e:\n    print('refused', e)\nprint('nice', os.getpriority(0, 0))"
+
+
+def below(root: int) -> dict:
+    """``{pid: (ppid, CPU ticks of all its threads, nice)}`` of ``root`` and every process below it."""
+    every, found, todo = {}, {}, [root]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            every[int(pid)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[16]))
+        except (OSError, IndexError, ValueError):
+            pass
+    while todo:
+        found.update({parent: every[parent]} if (parent := todo.pop()) in every else {})
+        todo += [p for p, v in every.items() if v[0] == parent]
+    return found
+
+
+def cpu_hog(settings: dict) -> dict:
+    """The red team's hog (48 busy children, each calling setsid(); the cell returns at once): its CPU (cores) alone, then
+    beside two busy processes of the grader's; its nice values; then its own cells (one lowers its nice)."""
+    kernel, rivals, hz = Kernel(settings, logging.getLogger("attacks")), [], os.sysconf("SC_CLK_TCK")
+    found, top, watched = {"facts": kernel.facts}, kernel.proc.pid, kernel.facts.get("cpu", {}).get("share") == "watchdog"
+    hog = lambda: {p: v for p, v in below(top).items() if p != top and not (watched and v[0] == top)}  # noqa: E731
+    ticks = lambda: {**{p: v[1] for p, v in hog().items()}, **{-r.pid: below(r.pid)[r.pid][1] for r in rivals}}  # noqa: E731
+    try:  # (when watched, the supervisor's child is the watchdog: not the hog's)
+        found["threads"], found["start"] = run(kernel, "import torch\nprint(torch.get_num_threads())"), run(kernel, SETSID_HOG)
+        for phase in ("alone", "beside"):
+            time.sleep(2.5)  # the watchdog's window; the rivals under way
+            before, start, _ = ticks(), time.monotonic(), time.sleep(3)  # (in this order)
+            used = {p: (t - before.get(p, 0)) / hz / (time.monotonic() - start) for p, t in ticks().items()}
+            found[phase], found["rivals"] = (round(sum(u for p, u in used.items() if (p > 0) == m), 2) for m in (1, 0))
+            rivals = rivals or [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        found["nice"], found["cpu_stat"] = sorted({v[2] for v in hog().values()}), kernel.cgroups.cpu_stat()
+        list(map(subprocess.Popen.kill, rivals))  # then the hog's own cells: still slow in its share, or at nice 19
+        found["renice"], found["after"] = run(kernel, TRY_NICE), run(kernel, "print(sum(range(10**5)))")  # works on
+        start, status = time.monotonic(), kernel.run("while True:\n    pass", 4)[1]
+        found["busy_cell"] = {"status": status, "seconds": round(time.monotonic() - start, 1)}
+    finally:
+        list(map(subprocess.Popen.kill, rivals))
+        kernel.close()
+    found["left_running"] = survivors(lambda: list(below(top)))
+    return found
+
+
 def main(mode: str) -> None:
-    settings = dict(JudgedExecute().settings(), cgroups=mode == "cgroups", memory_bytes=2 * 2**30,
-                    scratch_bytes=128 * 2**20)
+    if mode == "hog":
+        return print(json.dumps(cpu_hog(dict(JudgedExecute().settings(), cgroups=sys.argv[2] == "cgroups"))))
+    settings = dict(JudgedExecute().settings(), cgroups=mode == "cgroups", memory_bytes=2 * 2**30, scratch_bytes=128 * 2**20)
     found = resources(settings)
     if "--no-isolation" not in sys.argv:
         found["isolation"] = isolation(settings)
