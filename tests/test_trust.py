@@ -376,20 +376,24 @@ def test_doctor_names_what_the_exchange_and_the_homes_leave_open(tmp_path):
         folder.mkdir()
         folder.chmod(mode)
 
-    def marks():
-        return {name: ok for name, ok, _ in exchange_findings(str(root), "c", str(homes))}
+    links = tmp_path / "protected_hardlinks"
+    links.write_text("0\n")  # hard links to others' files allowed: a classmate's hand-in can be made late
 
-    assert marks() == {"exchange": False, "course": False, "homes": False}
+    def marks():
+        return {name: ok for name, ok, _ in exchange_findings(str(root), "c", str(homes), str(links))}
+
+    assert marks() == {"exchange": False, "course": False, "hardlinks": False, "homes": False}
+    links.write_text("1\n")
     (root / "c").mkdir()
     os.chown(root / "c", pwd.getpwnam("nobody").pw_uid, -1)  # a student made it before the first release
     (root / "c" / "inbound").mkdir()
     (root / "c" / "inbound").chmod(0o2777)
-    assert marks() == {"exchange": False, "course": False, "inbound": False, "homes": False}
+    assert marks() == {"exchange": False, "course": False, "inbound": False, "hardlinks": True, "homes": False}
     os.chown(root / "c", os.geteuid(), -1)
     root.chmod(0o1777)
     (root / "c" / "inbound").chmod(0o3733)
     (homes / "ann").chmod(0o750)
-    assert marks() == {"exchange": True, "course": True, "inbound": True, "homes": True}
+    assert marks() == {"exchange": True, "course": True, "inbound": True, "hardlinks": True, "homes": True}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the course's folder to another user")

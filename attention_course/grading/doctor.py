@@ -213,9 +213,11 @@ def refused(report: dict, settings: dict, accepted: set[str]) -> list[str]:
     return [name for name, ok, _ in layers(report, settings) if ok is False and name in REQUIRED and name not in accepted]
 
 
-def exchange_findings(root: str, course_id: str, homes: str = "/home") -> list[tuple[str, bool | None, str]]:
+def exchange_findings(root: str, course_id: str, homes: str = "/home",
+                      links: str = "/proc/sys/fs/protected_hardlinks") -> list[tuple[str, bool | None, str]]:
     """What students can do to each other through the exchange and their homes: (what, holds?, why) rows for the
-    exchange root, the course's folder in it, its ``inbound/`` and the homes under ``homes``."""
+    exchange root, the course's folder in it, its ``inbound/``, hard links to others' files (``links``: the kernel's
+    setting) and the homes under ``homes``."""
     import stat
 
     rows = []
@@ -249,6 +251,14 @@ def exchange_findings(root: str, course_id: str, homes: str = "/home") -> list[t
             rows.append(("inbound", holds, f"inbound/ is {inbound:04o}" + (
                 " (sticky, not listable by students)" if holds else
                 ": students can list it or rename each other's hand-ins (release again: the course makes it sticky)")))
+    try:
+        protected = open(links).read().strip() == "1"
+    except OSError:
+        protected = None
+    rows.append(("hardlinks", protected, "fs.protected_hardlinks is 1: nobody hard-links a file they do not own" if
+                 protected else "fs.protected_hardlinks is not 1: a student can hard-link a classmate's handed-in file "
+                 "into her folder, which moves its change time and makes the classmate's hand-in late (sysctl "
+                 "fs.protected_hardlinks=1)" if protected is False else f"{links} cannot be read"))
     try:
         open_homes = sorted(h for h in os.listdir(homes)
                             if os.path.isdir(os.path.join(homes, h)) and os.stat(os.path.join(homes, h)).st_mode & 0o005)
