@@ -403,3 +403,55 @@ def test_grades_export_for_canvas(graded, assignment, tmp_path):
     for student in g.students:
         total = sum(s for s, _, _ in g.scores[student].values())
         assert abs(float(by_login[student][column]) - total) < 0.01, student
+
+
+def test_a_page_shows_at_most_its_cap_of_a_hand_in_and_says_where_it_cut():
+    """page_cap (issue D2), through nbconvert's HTML exporter as the Formgrader runs it: whatever a hand-in's outputs
+    and cells hold (text that escapes to four times its length, ANSI colours, an image, a thousand displays, code and
+    Markdown that highlighting multiplies, three thousand cells of its own), the page gives them at most its cap of HTML
+    more than a page of the master's cells alone; a note says where the cut begins, every test cell keeps its message
+    and an error its name."""
+    import base64
+    import copy
+
+    from nbconvert import HTMLExporter
+    from nbformat import NotebookNode
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from attention_course.grading.nbgrader_ext import InertContent
+    from attention_course.grading.page_cap import NOTE
+
+    cap = 2**18
+
+    def test(message):
+        return new_code_cell("assert_close(f(X_), expected_)", metadata={"nbgrader": {
+            "grade": True, "locked": True, "solution": False, "grade_id": message[:5], "points": 1}},
+            outputs=[NotebookNode(output_type="error", ename="AssertionError", evalue=message, traceback=[message])])
+
+    def output(kind, **fields):
+        return NotebookNode(output_type=kind, **fields, **({"metadata": {}} if kind == "display_data" else {}))
+
+    png = base64.b64encode(b"\x89PNG" + bytes(2**20)).decode()
+    printed = new_code_cell("show()", outputs=[
+        output("stream", name="stdout", text="<" * 2**20),
+        output("error", ename="Flood" + "E" * 1000, evalue="v" * 10000, traceback=["\x1b[31mx" * 2**17]),
+        output("display_data", data={"image/png": png, "text/plain": "figure"}),
+        output("display_data", data={"text/plain": "'" * 2**20}),
+        *[output("display_data", data={"text/plain": "x"}) for _ in range(1000)]])
+    answer = new_code_cell("a.b\n" * 50_000, metadata={"nbgrader": {"solution": True, "grade": False, "locked": False,
+                                                                     "grade_id": "answer"}})
+
+    def page(*cells) -> str:
+        exporter = HTMLExporter(template_name="classic")
+        exporter.register_preprocessor(InertContent(max_page_bytes=cap), enabled=True)
+        return exporter.from_notebook_node(new_notebook(cells=copy.deepcopy([test("first check"), *cells,
+                                                                            test("last check")])))[0]
+
+    master = len(page().encode())
+    for cells in ([printed], [printed, answer, new_markdown_cell("# a\n" * 20_000),
+                              *[new_code_cell("") for _ in range(3000)]]):
+        html = page(*cells)
+        assert len(html.encode()) <= master + cap, f"{len(html.encode()) - master} bytes of HTML over the master's"
+        assert "first check" in html and "last check" in html and "FloodEEE" in html
+        assert f"{NOTE}: a page shows at most" in html
+    assert re.search(r"300\d more cells of the hand-in(&#39;|&#x27;|')s own not shown", html), "no note on the cells left out"

@@ -446,3 +446,106 @@ def test_a_note_speaks_only_the_courses_names(tmp_path, monkeypatch):
         assert SECRET not in note and SECRET.replace(".", "_") not in note and "x" + "0_" not in note, note
         expected = "your function softmax changed " + ("an argument" if hidden else "its argument S") + " in place"
         assert note.startswith(expected), note
+
+
+def _message(kind: str, **content) -> dict:
+    return {"msg_type": kind, "header": {"msg_type": kind}, "parent_header": {}, "content": content}
+
+
+def test_every_byte_a_kernel_sends_for_a_cell_counts():
+    """kernel_io.Cell (issue D2): an error's name, message and traceback, a display's metadata and transient data
+    count against the cell's cap and the notebook's, measured as the notebook file holds them; streams and errors are
+    cut to fit, a display is kept whole or left out; the cell's first error is always kept (what an error decides
+    stays decided), even past the notebook's cap, until a last megabyte for errors and notes is spent; a note says what
+    was cut."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from attention_course.grading.kernel_io import NOTE, OVERFLOW, Budget, Cell
+
+    cap = 2**16
+    cell = Cell(cap, Budget(10 * cap))
+    cell.add(_message("error", ename="E" * 5000, evalue="x" * 10 * cap, traceback=["\x1b[31m" + "t" * 10 * cap, "end"]))
+    for _ in range(20):
+        cell.add(_message("error", ename="ValueError", evalue="v" * 2000, traceback=["t\n" * 1000]))
+    cell.add(_message("display_data", data={"text/plain": "small"}, metadata={"junk": "m" * cap}))
+    cell.add(_message("display_data", data={"text/plain": "small"}, metadata={}, transient={"junk": "t" * cap}))
+    outputs = cell.finish()
+    errors = [o for o in outputs if o["output_type"] == "error"]
+    assert errors and errors[0]["ename"].startswith("EEE") and len(errors[0]["ename"]) <= 200, len(errors[0]["ename"])
+    assert errors[0]["evalue"].startswith("xxx") and errors[0]["traceback"][0].startswith("\x1b[31mttt"), errors[0]
+    assert not [o for o in outputs if o["output_type"] == "display_data"], "a display over the cap is left out"
+    note = outputs[-1]["text"]
+    assert NOTE in note and "errors" in note and "2 displays" in note, note
+    written = len(nbformat.writes(new_notebook(cells=[new_code_cell(outputs=outputs)])).encode())
+    assert written < cap + 4000, f"the cell's outputs take {written} bytes in the notebook file (cap {cap})"
+
+    budget, sizes = Budget(3 * cap), []
+    for _ in range(6):  # each cell under its cap, all of them over the notebook's
+        cell = Cell(cap, budget)
+        cell.add(_message("stream", name="stdout", text="<\n" * (cap // 20)))
+        outputs = cell.finish()
+        sizes.append(len(nbformat.writes(new_notebook(cells=[new_code_cell(outputs=outputs)])).encode()))
+    assert sum(sizes) < 3 * cap + 6 * 2000, sizes
+    assert "which is reached" in outputs[-1]["text"], outputs
+    late = Cell(cap, budget)
+    late.add(_message("error", ename="ZeroDivisionError", evalue="division by zero", traceback=["1/0"]))
+    assert late.finish()[0]["ename"] == "ZeroDivisionError", "an error past the notebook's cap is still shown"
+    kept = 0
+    for _ in range(3000):  # past the cap, errors and notes have OVERFLOW bytes, then a cell keeps nothing
+        cell = Cell(cap, budget)
+        cell.add(_message("error", ename="ValueError", evalue="v" * 5000, traceback=["t" * 5000]))
+        kept += len(json.dumps(cell.finish()))
+        assert cell.error
+    assert kept <= OVERFLOW + 2000, kept
+
+    refused = Cell(cap)  # the kernel's reply (an error's traceback, most likely) was too large to read
+    refused.dropped(["iopub", "shell"])
+    outputs = refused.finish()
+    assert refused.error and outputs[0]["ename"] == "OutputTooLarge" and "not read" in outputs[-1]["text"], outputs
+
+
+def test_a_kernel_cannot_make_the_grader_read_or_keep_more_than_its_caps():
+    """Issue D2, in one kernel: a 40 MiB error with an 8 MiB note is never read (a message over max_message_bytes:
+    ZeroMQ drops it, the grader connects again, and the cell still counts as an error); a 1 MiB exception name and a
+    5 MiB message, 100 errors in one cell, and displays with 10 MiB of metadata or of transient data are read and cut
+    to the cell's cap, with a note. The kernel keeps its state (no restart), later cells are read as before, and the
+    grading process's resident memory grows by a bounded amount (it grew by the whole error, twice, before)."""
+    import logging
+    import time
+
+    import adversarial  # tests/catalogue: a cell that defines a name, the hostile cells, cells that read the name
+    from attention_course.grading.executor import JudgedExecute
+    from attention_course.grading.kernel import Kernel
+    from attention_course.grading.kernel_io import MAX_OUTPUT_BYTES, NOTE, Budget
+
+    def rss(field: str) -> int:
+        status = open("/proc/self/status").read()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith(field))) * 1024
+
+    kernel = Kernel(JudgedExecute().settings(), logging.getLogger("test"))
+    try:
+        budget, results = Budget(16 * 2**20), []
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM (the peak) starts again from here
+        before, started = rss("VmRSS"), time.monotonic()
+        for source in ["kept_ = 42", adversarial.HUGE_ERROR, adversarial.LONG_NAME, adversarial.MANY_ERRORS,
+                       adversarial.BIG_METADATA, "print(kept_)", "1/0"]:
+            results.append(kernel.run(source, 60, budget=budget))
+        grew, took = rss("VmHWM") - before, time.monotonic() - started
+        assert kernel.alive()
+    finally:
+        kernel.close()
+    statuses = [status for _, status, _ in results]
+    assert statuses == ["ok", "error", "error", "error", "ok", "ok", "error"], statuses
+    for outputs, _, _ in results:
+        assert len(json.dumps(outputs)) < MAX_OUTPUT_BYTES + 8000
+    huge, long_name, many, displays = (outputs for outputs, _, _ in results[1:5])
+    assert huge[0]["ename"] == "OutputTooLarge" and "not read" in huge[-1]["text"], huge
+    assert long_name[0]["ename"].startswith("EEE") and len(long_name[0]["ename"]) <= 200, len(long_name[0]["ename"])
+    assert long_name[0]["evalue"].startswith("yyy"), long_name[0]["evalue"][:9]
+    assert NOTE in long_name[-1]["text"] and NOTE in many[-1]["text"] and "errors" in many[-1]["text"]
+    assert NOTE in displays[-1]["text"] and "display" in displays[-1]["text"], displays
+    assert results[5][0] == [{"output_type": "stream", "name": "stdout", "text": "42\n"}], "the kernel lost its state"
+    assert results[6][0][0]["ename"] == "ZeroDivisionError"
+    assert grew < 192 * 2**20, f"the grading process grew by {grew / 2**20:.0f} MiB reading the flood ({took:.0f} s)"

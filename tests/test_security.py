@@ -63,7 +63,7 @@ def test_catalogue_covers_every_class():
     findings = {}
     for a in adversarial.ATTACKS:
         findings.setdefault(a.finding, []).append(a)
-    for finding in ("1", "2", "3", "4", "6", "7", "8", "9", "10", "11", "12"):  # finding 5 (glob ids) is GLOB_IDS
+    for finding in ("1", "2", "3", "4", "6", "7", "8", "9", "10", "11", "12", "D2"):  # finding 5 is GLOB_IDS
         assert len(findings.get(finding, [])) >= 2, f"finding {finding} needs an attack and a variant"
     assert len(adversarial.GLOB_IDS) >= 2
 
@@ -203,6 +203,77 @@ def test_faults_are_contained(hostile):
     assert "output truncated by the grader" in flood.read_text(encoding="utf-8")
     for name in ("os-exit", "segfault", "infinite-loop", "unstoppable-loop", "memory-bomb", "fork-bomb"):
         assert name in run["scores"], f"{name} was not graded"
+
+
+#: The Formgrader's submission page of a hand-in, written as the Formgrader writes it (nbconvert's HTMLExporter with the
+#: course's configuration and nbgrader's formgrade template), in the course folder, by a process of its own.
+FORMGRADER_PAGE = """
+import sys
+from nbconvert.exporters import HTMLExporter
+from nbgrader.apps.baseapp import NbGrader
+
+student, assignment, notebook = sys.argv[1:4]
+app = NbGrader()
+app.initialize([])
+app.config.HTMLExporter.template_name = "formgrade"
+resources = {"assignment_id": assignment, "notebook_id": notebook, "submission_id": "0" * 32, "index": 0, "total": 1,
+             "base_url": "/", "student": student, "last_name": "", "first_name": "", "notebook_path": "/"}
+html, _ = HTMLExporter(config=app.config).from_filename(f"autograded/{student}/{assignment}/{notebook}.ipynb",
+                                                        resources=resources)
+sys.stdout.write(html)
+"""
+
+
+def formgrader_page(course: Path, student: str) -> str:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", FORMGRADER_PAGE, student, A, Path(adversarial.NOTEBOOK).stem],
+                          cwd=course, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_every_output_a_kernel_sends_is_capped_and_says_so(hostile):
+    """Issue D2 (a 55 KB hand-in made a 251 MB autograded notebook): every byte a kernel sends counts. A 40 MiB error
+    (its message and an 8 MiB note in its traceback: about 90 MB a message, twice) is never read: its cell shows an
+    error saying so. A 1 MiB exception name, 100 errors in one cell, and displays with huge metadata or transient data
+    are cut to the cell's cap. Twelve cells each under the cell's cap stop at the notebook's. Each cut says what was
+    cut; the hand-ins score what their wrong answer scores (test_attack_gains_nothing), and the feedback page and the
+    Formgrader's page stay within the page's cap, with a note."""
+    from attention_course.grading.kernel_io import MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, NOTE
+    from attention_course.grading.page_cap import MAX_PAGE_BYTES, NOTE as PAGE_NOTE
+
+    course = hostile(A)["course"]
+
+    def cells(student: str) -> list[tuple[str, list]]:
+        path = course / "autograded" / student / A / adversarial.NOTEBOOK
+        assert path.stat().st_size <= MAX_NOTEBOOK_OUTPUT_BYTES + 2**20, f"{student}: {path.stat().st_size} bytes"
+        found = [("".join(c["source"]).strip(), c["outputs"]) for c in read_notebook(path)["cells"]
+                 if c["cell_type"] == "code"]
+        for _, outputs in found:
+            assert len(json.dumps(outputs)) <= MAX_OUTPUT_BYTES + 8000
+        return found
+
+    def text(outputs) -> str:
+        return " ".join("".join(o.get("text", "")) for o in outputs if o["output_type"] == "stream")
+
+    flood = dict(cells("error-flood"))
+    huge, name, many, shown = (flood[s.strip()] for s in (adversarial.HUGE_ERROR, adversarial.LONG_NAME,
+                                                          adversarial.MANY_ERRORS, adversarial.BIG_METADATA))
+    assert huge[0]["ename"] == "OutputTooLarge" and "not read" in text(huge), huge
+    assert name[0]["ename"].startswith("EEE") and len(name[0]["ename"]) <= 200 and name[0]["evalue"].startswith("yyy")
+    assert [o for o in many if o["output_type"] == "error"] and "errors" in text(many), text(many)
+    assert all(len(json.dumps(o.get("metadata", {}))) < 2**10 for o in shown) and "display" in text(shown), text(shown)
+    assert all(NOTE in text(outputs) for outputs in (huge, name, many, shown))
+    printed = [outputs for source, outputs in cells("output-across-cells") if source == adversarial.UNDER_THE_CELL_CAP]
+    assert len(printed) == 12 and "<" * 1_900_000 in text(printed[0]), "a cell under the cell's cap lost its output"
+    assert "which is reached" in text(printed[-1]), text(printed[-1])
+    for student in ("error-flood", "output-across-cells"):
+        page = (course / "feedback" / student / A / adversarial.NOTEBOOK.replace(".ipynb", ".html")).read_text()
+        formgrader = formgrader_page(course, student)
+        for html in (page, formgrader):
+            assert len(html.encode()) <= MAX_PAGE_BYTES + 2**20, f"{student}: a page of {len(html.encode())} bytes"
+    assert PAGE_NOTE in page and PAGE_NOTE in formgrader, "the pages do not say what they cut"
 
 
 def test_malformed_hand_ins_are_reported_in_the_grade_table(hostile):

@@ -8,8 +8,10 @@
   check's message: no traceback, no source, nothing the student's code printed.
 * A cell that runs longer than ``timeout`` is interrupted (and the kernel killed if it does not
   stop); a kernel that dies (``os._exit``, a segfault, the memory cap) is started again and the
-  cells that ran before are replayed, so later cells keep the points they earn. Output beyond
-  ``max_output_bytes`` per cell is dropped. After ``max_restarts`` the remaining cells are not run.
+  cells that ran before are replayed, so later cells keep the points they earn. Every byte of output a kernel
+  sends counts: beyond ``max_output_bytes`` per cell or ``max_notebook_output_bytes`` per notebook it is cut,
+  with a note, and a message over ``max_message_bytes`` is not read (:mod:`.kernel_io`). After ``max_restarts``
+  the remaining cells are not run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from traitlets import Bool, Float, Integer, List, Unicode
 from . import forkserver, trust
 from .judgeproc import JudgeProcess
 from .kernel import POOL, SERVE, Kernel
+from .kernel_io import MAX_MESSAGE_BYTES, MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, Budget
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -74,7 +77,13 @@ class JudgedExecute(NbGraderPreprocessor):
     judge_memory_limit = Integer(3 * 2**30, help="Address-space cap of the judge process (the tests' own work "
                                  "on what student code returns), in bytes.").tag(config=True)
     processes = Integer(64, help="Most processes a kernel may have at once.").tag(config=True)
-    max_output_bytes = Integer(2 * 2**20, help="Output kept per cell; the rest is dropped.").tag(config=True)
+    max_output_bytes = Integer(MAX_OUTPUT_BYTES, help="Output kept per cell, every byte the kernel sends counted "
+                               "(text, data, metadata, an error's message and traceback); the rest is cut, with a "
+                               "note.").tag(config=True)
+    max_notebook_output_bytes = Integer(MAX_NOTEBOOK_OUTPUT_BYTES, help="Output kept per notebook, all its cells "
+                                        "together; the rest is cut, with a note.").tag(config=True)
+    max_message_bytes = Integer(MAX_MESSAGE_BYTES, help="Largest message the grader reads from a kernel; a larger "
+                                "one is not read, and its cell says so.").tag(config=True)
     max_file_bytes = Integer(64 * 2**20, help="Largest file a kernel may write.").tag(config=True)
     scratch_bytes = Integer(512 * 2**20, help="Size of the kernel's scratch file system, all it may write "
                             "(where the host allows mount namespaces).").tag(config=True)
@@ -96,7 +105,8 @@ class JudgedExecute(NbGraderPreprocessor):
 
     def settings(self) -> dict:
         return {"memory_bytes": self.memory_limit, "processes": self.processes,
-                "max_output_bytes": self.max_output_bytes, "file_bytes": self.max_file_bytes,
+                "max_output_bytes": self.max_output_bytes, "max_message_bytes": self.max_message_bytes,
+                "file_bytes": self.max_file_bytes,
                 "startup_timeout": self.startup_timeout, "interrupt_grace": self.interrupt_grace,
                 "preload": list(self.preload), "fork": self.fork, "scratch_bytes": self.scratch_bytes,
                 "cgroups": self.cgroups, "uid_base": self.kernel_uid_base}
@@ -112,6 +122,7 @@ class JudgedExecute(NbGraderPreprocessor):
         self._restarts = 0
         self._history: list[str] = []
         self._deadline = time.monotonic() + self.notebook_timeout
+        self._budget = Budget(self.max_notebook_output_bytes)  # output the notebook may still keep
         # The judge's copy of the master's locked cells (imports, data, reference helpers), all run before
         # any test and never taken from the student's kernel, wherever a hand-in put or shadowed them.
         self._locked = [(c.metadata["nbgrader"].get("grade_id") or "locked", c.source) for c in nb.cells
@@ -218,7 +229,7 @@ class JudgedExecute(NbGraderPreprocessor):
             return
         limit = self._left()
         hits = self.kernel.cap_hits()
-        outputs, status, count = self.kernel.run(cell.source, limit)
+        outputs, status, count = self.kernel.run(cell.source, limit, budget=self._budget)
         cell.outputs, cell.execution_count = outputs, count
         if md.get("locked"):
             self._locked_run.append((md.get("grade_id") or "locked", cell.source))

@@ -32,15 +32,13 @@ import time
 import uuid
 from pathlib import Path
 
-from jupyter_client.blocking import BlockingKernelClient
 from jupyter_client.connect import write_connection_file
-from nbformat import NotebookNode
-from nbformat.v4 import output_from_msg
 
 from . import cgroups, forkserver, scratch
 from .course import PACKAGE_DIR
 from .forkserver import Spawned
 from .judge import Connection
+from .kernel_io import MAX_MESSAGE_BYTES, Budget, Channels, read
 
 SERVE = "__import__('attention_course.grading.agent', fromlist=['serve']).serve()"
 BOOT = "__import__('attention_course.grading.agent', fromlist=['connect']).connect({path!r})"
@@ -135,7 +133,7 @@ class Kernel:
         self.log = log
         self.settings = settings
         self.scratch = scratch_folder()
-        self.proc = self.kc = self.listener = self.conn = None
+        self.proc = self.channels = self.listener = self.conn = None
         self.cgroups = cgroups.Cgroups()
         self.facts: dict = {}
         try:
@@ -173,9 +171,7 @@ class Kernel:
             with open(stderr_path, "wb") as stderr:  # kernel noise stays out of the log
                 self.proc = Spawned([sys.executable, "-m", "attention_course.grading.sandbox", config_path, "--",
                                      sys.executable, "-m", "ipykernel_launcher", *args], str(scratch), env, stderr)
-        self.kc = BlockingKernelClient(connection_file=connection_file)
-        self.kc.load_connection_file()
-        self.kc.start_channels()
+        self.channels = Channels(connection_file, settings.get("max_message_bytes", MAX_MESSAGE_BYTES))
         self._wait_ready(settings["startup_timeout"])
         try:
             report = json.loads((scratch / "sandbox.json").read_text())
@@ -192,6 +188,11 @@ class Kernel:
         self.conn = Connection(sock)
         if settings["preload"]:  # heavy imports, done before any student code runs
             self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
+
+    @property
+    def kc(self):
+        """The grader's Jupyter client of the kernel (:class:`.kernel_io.Channels`: shell and IOPub, capped)."""
+        return self.channels.kc if self.channels is not None else None
 
     def _wait_ready(self, timeout: float) -> None:
         """Until the kernel answers on the shell channel and its IOPub messages reach us.
@@ -267,68 +268,24 @@ class Kernel:
     def alive(self) -> bool:
         return self.proc.alive()
 
-    def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True):
+    def run(self, code: str, timeout: float, silent: bool = False, keep: bool = True, budget: Budget | None = None):
         """Execute code; returns (outputs, status, execution_count), status in ok, error, timeout, died."""
+        dropped = self.channels.dropped()  # a message refused after the last cell was done: connect again first
+        if dropped:
+            self.channels.reopen(dropped)
         msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False)
-        return self.collect(msg_id, timeout, keep)
+        return self.collect(msg_id, timeout, keep, budget)
 
-    def collect(self, msg_id: str, timeout: float, keep: bool = True):
-        cap = self.settings["max_output_bytes"]
-        outputs, size, truncated, count = [], 0, False, None
-        deadline = time.monotonic() + timeout
-        interrupted_at = None
-        while True:
-            now = time.monotonic()
-            if now > deadline and interrupted_at is None:
-                interrupted_at = now
-                self.proc.interrupt()
-            if interrupted_at is not None and now > interrupted_at + self.settings["interrupt_grace"]:
-                self.kill()
-                return outputs, "timeout", count
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                if not self.alive():
-                    return outputs, ("timeout" if interrupted_at else "died"), count
-                continue
-            except Exception:  # an unreadable message (forked children write to the same socket): skip it
-                continue
-            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "status" and content.get("execution_state") == "idle":
-                break
-            if kind == "execute_input":
-                count = content.get("execution_count")
-            if not keep or kind not in ("stream", "display_data", "execute_result", "error", "clear_output"):
-                continue
-            if kind == "clear_output":
-                outputs, size = [], 0
-                continue
-            piece = len(json.dumps(content.get("data", content.get("text", "")))) if kind != "error" else 0
-            if size + piece > cap:
-                truncated = True
-                continue
-            size += piece
-            out = output_from_msg(msg)
-            if kind == "stream" and outputs and outputs[-1].get("output_type") == "stream" \
-                    and outputs[-1].get("name") == out.get("name"):
-                outputs[-1]["text"] += out["text"]
-            else:
-                outputs.append(out)
-        if truncated:
-            outputs.append(NotebookNode(output_type="stream", name="stdout",
-                                        text=f"\n[output truncated by the grader: more than {cap} bytes]\n"))
-        status = "timeout" if interrupted_at else "ok"
-        if any(o.get("output_type") == "error" for o in outputs) and status == "ok":
-            status = "error"
-        return outputs, status, count
+    def collect(self, msg_id: str, timeout: float, keep: bool = True, budget: Budget | None = None):
+        """The request ``msg_id``'s outputs, status and execution count (:func:`.kernel_io.read`: every byte the kernel
+        sends counted against the cell's cap and the notebook's ``budget``; a message over the cap not read)."""
+        return read(self, msg_id, timeout, keep, budget)
 
     def kill(self) -> None:
         self.proc.kill()
 
     def close(self) -> None:
-        for stop in (lambda: self.kc.stop_channels(), self.kill, lambda: self.listener.close(),
+        for stop in (lambda: self.channels.close(), self.kill, lambda: self.listener.close(),
                      lambda: self.conn.sock.close()):
             try:
                 stop()

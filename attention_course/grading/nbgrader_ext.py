@@ -28,11 +28,12 @@ from nbgrader import utils
 from nbconvert import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
-from traitlets import Bool, List
+from traitlets import Bool, Integer, List
 
 from . import nbgrader_patches, trust
 from .cells import (BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, check_summary, quiet_docstring,
                     replace_blocks, uncomment)
+from .page_cap import MAX_PAGE_BYTES, cap_page
 
 HIDDEN_PLACEHOLDER = "# (hidden tests ran here; their source is not shown)"
 #: The course's nbconvert templates (the feedback page, the solutions' pages), searched before nbgrader's own.
@@ -85,16 +86,22 @@ class HideHiddenTests(NbGraderPreprocessor):
     Grade cells keep their visible tests, the one-line message of a failed check and the grader's notes (an
     argument changed in place, which costs no points). Every other
     code cell shows the outputs the student's own submitted notebook had (matched by source),
-    never what ran at autograde, where the student's code might have printed what it was sent.
+    never what ran at autograde, where the student's code might have printed what it was sent. The hand-in's content
+    stays within ``max_page_bytes`` of HTML (:func:`.page_cap.cap_page`).
     """
 
     # The HTML exporter hands this option to every preprocessor it runs.
     display_data_priority = List(["text/html", "image/png", "text/plain"]).tag(config=True)
+    max_page_bytes = Integer(MAX_PAGE_BYTES, help="The most HTML a feedback page gives a hand-in's code, text and "
+                             "outputs (the outputs put back here come after InertContent's cap); the rest is cut, with "
+                             "a note.").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         self._submitted = submitted_outputs(info.get("student"), info.get("assignment"), info.get("notebook"))
-        return super().preprocess(nb, resources)
+        nb, resources = super().preprocess(nb, resources)
+        cap_page(nb, self.max_page_bytes)
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -176,10 +183,18 @@ class PageExporter(HTMLExporter):
 class InertContent(Preprocessor):
     """Student content as a page may show it, in every page rendered from a notebook (the Formgrader's
     submission view, the feedback pages): code cells' outputs as :func:`.trust.inert_outputs` allows them (text
-    and raster images), Markdown cells' attachments as :func:`.trust.inert_markdown_cell` does. (The HTML that
-    Markdown becomes is sanitised by :func:`.trust.clean_html`, nbconvert's ``clean_html`` filter.)"""
+    and raster images), Markdown cells' attachments as :func:`.trust.inert_markdown_cell` does (the HTML that
+    Markdown becomes is sanitised by :func:`.trust.clean_html`, nbconvert's ``clean_html`` filter), and all of the
+    hand-in's content within ``max_page_bytes`` of HTML, with a note where the cut begins (:func:`.page_cap.cap_page`)."""
 
     enabled = Bool(True).tag(config=True)
+    max_page_bytes = Integer(MAX_PAGE_BYTES, help="The most HTML a page gives a hand-in's code, text and outputs (the "
+                             "template and the master's cells come on top); the rest is cut, with a note.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        cap_page(nb, self.max_page_bytes)
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type == "code":

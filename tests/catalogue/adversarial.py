@@ -956,3 +956,58 @@ GLOB_IDS = ["*", "[a-f]*"]
 #: Each: the link's path under submitted/, and where it points (relative to the link's folder).
 LINKED_FOLDERS = {"linked-assignment-folder": (f"linked-assignment-folder/{ASSIGNMENT}", f"../complete/{ASSIGNMENT}"),
                   "linked-student-folder": ("linked-student-folder", "complete")}
+
+# -- issue D2: every output a kernel sends counts (errors, tracebacks, metadata), per cell and per notebook ----------
+HUGE_ERROR = """
+class Huge(Exception):
+    pass
+huge_ = Huge("x" * 40 * 2**20)
+huge_.add_note("n" * 8 * 2**20)  # a traceback as long as the message
+raise huge_
+"""
+
+LONG_NAME = """
+raise type("E" * 2**20, (Exception,), {})("y" * 5 * 2**20)
+"""
+
+MANY_ERRORS = """
+ip_ = get_ipython()
+for i_ in range(100):
+    try:
+        raise ValueError(f"error {i_} " + "e" * 2**16)
+    except ValueError:
+        ip_.showtraceback()
+raise ValueError("and the cell's own")
+"""
+
+BIG_METADATA = """
+from IPython.display import display
+display({"text/plain": "small"}, raw=True, metadata={"junk": "m" * 10 * 2**20})
+display({"text/plain": "small"}, raw=True, transient={"junk": "t" * 10 * 2**20})
+display({"text/plain": "small"}, raw=True, metadata={"junk": "M" * 24 * 2**20})
+"""
+
+#: 1.9 MB of output, under a cell's cap (2 MiB); twelve such cells are over a notebook's (16 MiB). "<" is four
+#: bytes of HTML on a page.
+UNDER_THE_CELL_CAP = 'print("<" * 1_900_000)'
+#: What the hand-in's own notebook says one of those cells printed (feedback shows a student's own outputs).
+STORED_OUTPUT = 12 * 2**20
+
+
+def _under_the_cell_cap(notebooks):
+    notebooks = _cells_after_setup(*[UNDER_THE_CELL_CAP] * 12)(notebooks)
+    nb = notebooks[NOTEBOOK]
+    first = next(c for c in nb["cells"] if c["source"] == UNDER_THE_CELL_CAP)
+    first["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "<" * STORED_OUTPUT}]
+    return notebooks
+
+
+ATTACKS += [
+    Attack("error-flood", "fault", "a 40 MiB error whose traceback carries an 8 MiB note, an exception class with a "
+           "1 MiB name, 100 errors in one cell, displays with 10 and 24 MiB of metadata and 10 MiB of transient data",
+           "unscaled-scores", transform=_cells_after_setup(HUGE_ERROR, LONG_NAME, MANY_ERRORS, BIG_METADATA),
+           finding="D2"),
+    Attack("output-across-cells", "fault", "twelve cells of 1.9 MB of output each (under a cell's cap, over a "
+           "notebook's), one handed in with 12 MiB of output of its own", "unscaled-scores",
+           transform=_under_the_cell_cap, finding="D2"),
+]
