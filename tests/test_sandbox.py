@@ -67,10 +67,11 @@ def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path, gra
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,as_user", RUNS)
+@pytest.mark.parametrize("mode,as_user", [RUNS[0], RUNS[2]])  # the quota, and the watchdog (root's is the same code)
 def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(mode, as_user, tmp_path, grader_user):
     """48 busy children that each call setsid(): their CPU time against the wall clock (from /proc, outside the
-    kernel), alone and beside two busy processes of the grader's; then the hog's own cells."""
+    kernel) and their nice values; then the hog's own cells. (How much the hog slows a class graded beside it is
+    `make bench`'s: tools/bench_hog.py.)"""
     if not as_user and os.geteuid() != 0:
         pytest.skip("grading as root needs root")
     found = attack("hog", grader_user if as_user else None, tmp_path, mode)
@@ -82,7 +83,6 @@ def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(m
         assert found["alone"] <= 1.1, found
     else:  # the watchdog: every process of the hog at nice 19, for good
         assert found["nice"] == [19] and "refused" in found["renice"]["text"], found
-    assert found["beside"] <= 1.1 and found["rivals"] >= 0.8 * found["beside"], found
     assert found["after"]["text"] == "4999950000\n", found["after"]  # the kernel works on in its share
     assert found["busy_cell"]["status"] == "timeout" and found["busy_cell"]["seconds"] < 20, found["busy_cell"]
     assert found["left_running"] == [], found["left_running"]

@@ -191,7 +191,7 @@ def test_a_renamed_functions_note_carries_no_hidden_input(hostile):
     its feedback still notes the change (no point lost for it), in the course's words alone."""
     course = hostile(A)["course"]
     text = re.sub(r"\s+", " ", feedback_text(course, "echo-hidden-input-renamed", A))
-    assert "LEAKED" not in text, f"a note quoted what the kernel said after a hidden call: {text[-3000:]}"
+    assert not re.search(r"LEAKED\d", text), f"a note quoted what the kernel said after a hidden call: {text[-3000:]}"
     assert "your function scaled_scores changed" in text, text[-3000:]
 
 

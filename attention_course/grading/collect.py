@@ -137,12 +137,6 @@ def _take(self, inbound: Path, entry, stage: Path, dest: Path, parse_utc) -> tup
         self.log.warning("%s: not collected: %s", trust.display_name(entry.name), problem)
     when = datetime.fromtimestamp(snap.changed, timezone.utc)
     stamp = trust.trusted_timestamp(when)
-    note = trust.redated_note(trust.claimed_time(entry.name), snap.changed)
-    if note:
-        self.log.warning("Re-dated %s: %s", trust.display_name(entry.name), note)
-        trust.record_refusals(Path(self.coursedir.root), self.coursedir.assignment_id,
-                              [{"entry": entry.name, "student": entry.student, "owner": "", "why": note,
-                                "taken": True}])
     secret = trust.exchange_metadata(stage / "handin").get("submission_secret.txt", "")
     if self.secrets.get(secret, entry.student) != entry.student:  # its pages would be named as a classmate's
         return "refused", ("holds another student's submission_secret.txt: its feedback would replace theirs (ask "

@@ -245,7 +245,11 @@ def _collect() -> None:
                                                ignore=collect.nbgrader_rules(self.coursedir))
         for entry in refused:
             self.log.warning("Refused %s: %s", trust.display_name(entry["entry"]), entry["why"])
-        trust.record_refusals(course, self.coursedir.assignment_id, refused)
+        redated = [{"entry": e.name, "student": e.student, "owner": "", "why": e.note, "taken": True}
+                   for e in taken if e.note]  # a backdated folder shows up, collected or not
+        for entry in redated:
+            self.log.warning("Re-dated %s: %s", trust.display_name(entry["entry"]), entry["why"])
+        trust.record_refusals(course, self.coursedir.assignment_id, refused + redated)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate

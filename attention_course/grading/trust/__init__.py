@@ -28,7 +28,7 @@ Pages (:mod:`.pages`)
 
 from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
                     kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
-from .exchange import (Inbound, claimed_time, handed_in_time, inbound_entries, inbound_view, login_of, logins_table,
+from .exchange import (Inbound, handed_in_time, inbound_entries, inbound_view, login_of, logins_table,
                        record_refusals, redated_note, refusals, secret_owners, take_inbound, trusted_timestamp)
 from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, master_signatures, rebuilt_cells,
                        student_names, tests_as_in_source)
@@ -37,7 +37,7 @@ from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
            "inspect_handin", "kernel_files", "handed_in_time", "inbound_entries", "logins_table", "record_refusals", "refusals",
-           "Inbound", "claimed_time", "inbound_view", "login_of", "redated_note", "secret_owners", "take_inbound",
+           "Inbound", "inbound_view", "login_of", "redated_note", "secret_owners", "take_inbound",
            "trusted_timestamp", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
            "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "master_signatures", "rebuilt_cells", "student_names",
            "tests_as_in_source",

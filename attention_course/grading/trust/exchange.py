@@ -148,11 +148,6 @@ def redated_note(claimed: float | None, when: float) -> str:
             f"when it came, {datetime.fromtimestamp(when, timezone.utc):%Y-%m-%d %H:%M} UTC")
 
 
-def claimed_time(name: str) -> float | None:
-    """The time the name of a folder of ``inbound/`` claims, in seconds (None where it cannot be read)."""
-    return _claimed(name.split("+"))
-
-
 def take_inbound(inbound: Path, entry: Inbound, dest: Path, ignore=None):
     """Rule: a hand-in is taken once, from a snapshot the student cannot touch. Copies the folder ``entry`` of
     ``inbound`` into ``dest`` through file descriptors (:func:`.snapshot.take`, strict): the folder and everything
