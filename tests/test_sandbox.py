@@ -11,7 +11,8 @@ system, whoever owns the file; the grader's session keyring is not read. The ord
 the test creates (tests/conftest.py, ``grader_user``), whose kernels own their scratch folders.
 This host binds memory, pids and cpu to cgroup v1, so the cgroup v2 path is checked against a fake cgroupfs tree
 (files written, processes moved and killed). A CPU hog (48 busy children, each calling setsid()) gets at most its
-kernel's share, with its cpu cgroup and without (the watchdog), and its cells still time out.
+kernel's share: a quota with its cpu cgroup; without, its children stay in the kernel's session (the scheduler's
+group); its cells still time out.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def test_every_attack_is_stopped_and_leaves_nothing(mode, as_user, tmp_path, gra
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,as_user", [RUNS[0], RUNS[2]])  # the quota, and the watchdog (root's is the same code)
+@pytest.mark.parametrize("mode,as_user", [RUNS[0], RUNS[2]])  # the quota, and one session (root's is the same code)
 def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(mode, as_user, tmp_path, grader_user):
     """48 busy children that each call setsid(): their CPU time against the wall clock (from /proc, outside the
     kernel) and their nice values; then the hog's own cells. (How much the hog slows a class graded beside it is
@@ -76,13 +77,13 @@ def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(m
         pytest.skip("grading as root needs root")
     found = attack("hog", grader_user if as_user else None, tmp_path, mode)
     cpu = found["facts"]["cpu"]
-    assert cpu["share"] == ("cgroup" if mode == "cgroups" else "watchdog") and cpu["nice_limit"] == 0, cpu
+    assert cpu["share"] == ("cgroup" if mode == "cgroups" else "session") and cpu["nice_limit"] == 0, cpu
     assert found["threads"]["text"].strip() == "1", found["threads"]  # torch: one thread in a one-core share
     assert found["start"]["text"] == "started 48\n", found["start"]
     if mode == "cgroups":  # a quota: one core at most, even on an idle machine
         assert found["alone"] <= 1.1, found
-    else:  # the watchdog: every process of the hog at nice 19, for good
-        assert found["nice"] == [19] and "refused" in found["renice"]["text"], found
+    else:  # one session (the scheduler's group, where it groups sessions) for the kernel and all its children
+        assert len(found["sessions"]) == 1 and "refused" in found["renice"]["text"], found
     assert found["after"]["text"] == "4999950000\n", found["after"]  # the kernel works on in its share
     assert found["busy_cell"]["status"] == "timeout" and found["busy_cell"]["seconds"] < 20, found["busy_cell"]
     assert found["left_running"] == [], found["left_running"]
@@ -181,28 +182,16 @@ def test_a_kernels_cpu_share_is_a_quota_of_one_core_with_the_weight_of_one_proce
     assert cgroups.cpu_cap([]) is None
 
 
-def test_the_watchdog_counts_each_cpu_tick_once_and_knows_a_hog(tmp_path):
-    """:func:`cgroups.cpu_used` over two readings of a namespace's processes ((ppid, own ticks, waited-for ticks, state)):
-    a child its parent waited for is not counted twice; :func:`cgroups.hog` over a window of samples."""
-    before = {1: (0, 100, 0, "S"), 2: (1, 50, 0, "R"), 3: (2, 30, 0, "R")}
-    reaped = {1: (0, 100, 0, "S"), 2: (1, 70, 40, "R"), 4: (2, 5, 0, "R")}  # 3 ran 10 more, then 2 waited for it
-    assert cgroups.cpu_used(before, reaped) == 20 + 10 + 5
-    never_waited = {1: (0, 100, 0, "S"), 2: (1, 70, 0, "R"), 4: (2, 5, 0, "R")}  # its last moments are not seen
-    assert cgroups.cpu_used(before, never_waited) == 20 + 5
-    assert not cgroups.hog([(0.25, 0.25, 1)] * 8)  # one core, one process running: an honest notebook
-    assert cgroups.hog([(0.25, 0.5, 2)] * 8) and not cgroups.hog([(0.25, 0.5, 2)] * 7)  # two cores, for the window
-    assert cgroups.hog([(0.25, 0.0, 3)] * 8)  # three running whose time was never read (too short-lived)
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        proc = tmp_path / "proc"  # a namespace's /proc, as the watchdog reads it
-        (proc / str(sleeper.pid) / "task" / str(sleeper.pid)).mkdir(parents=True)
-        (proc / str(sleeper.pid) / "autogroup").write_text("/autogroup-7 nice 0\n")
-        (proc / "self").mkdir()
-        assert cgroups.penalise(str(proc)) == 0 and os.getpriority(os.PRIO_PROCESS, sleeper.pid) == 19
-        assert (proc / str(sleeper.pid) / "autogroup").read_text().endswith("19")
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+def test_a_kernel_is_one_session_where_no_cpu_cgroup_holds(tmp_path):
+    """Without a cpu cgroup a kernel's share is its session's, where the scheduler groups sessions (Linux's
+    autogroup): :func:`cgroups.autogroup` reads the host's switch, and the doctor says which holds."""
+    switch = tmp_path / "sched_autogroup_enabled"
+    switch.write_text("1\n")
+    assert cgroups.autogroup(str(switch))
+    switch.write_text("0\n")
+    assert not cgroups.autogroup(str(switch)) and not cgroups.autogroup(str(tmp_path / "none"))
+    assert doctor.cpu_text({"share": "session", "threads": 1}, "1 core").startswith("no cpu cgroup: each kernel is")
+    assert "may take every core" in doctor.cpu_text({"share": "none"}, "1 core")
 
 
 def as_ordinary_user(cmd: list[str], tmp_path: Path, user: int) -> list[str]:
@@ -236,4 +225,4 @@ def test_doctor_reports_every_layer(as_user, tmp_path, grader_user):
         assert "kernels run as uid 16" in proc.stdout and rows["cgroups"] == "ok", proc.stdout
         assert cpu.startswith("a cpu cgroup per kernel"), cpu
     else:  # cgroups are not delegated to an ordinary user here
-        assert cpu.startswith("no cpu cgroup: a watchdog") and "its CPU watchdog process 1" in proc.stdout, cpu
+        assert cpu.startswith("no cpu cgroup: each kernel is a session of its own"), cpu

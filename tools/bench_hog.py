@@ -15,7 +15,7 @@ max, with and without the hog, and the median without each worker's first hand-i
 classmates' median (either) slows by more than ``--hog-limit`` (25%), when a classmate's grades change, when the hog
 is not graded, or when the hog stopped burning before the last classmate was graded (the measurement would not cover
 the class). Where this host delegates a cpu cgroup the whole comparison runs twice: with cgroups (a quota per
-kernel) and without (``c.JudgedExecute.cgroups = False``: the watchdog).
+kernel) and without (``c.JudgedExecute.cgroups = False``: a session's share).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def main(scratch: Path, args) -> int:
                     "--log-level=ERROR"], cwd=course, env=env, check=True, capture_output=True)
     classmates = write_class(course, ASSIGNMENT, roster(n))
     passes = [("with cgroups (a cpu quota per kernel)", "")] if "cpu" in cgroups.layout().places else []
-    passes.append(("without cgroups (the watchdog)", "\nc.JudgedExecute.cgroups = False\n"))
+    passes.append(("without cgroups (a session's share)", "\nc.JudgedExecute.cgroups = False\n"))
     config = (course / "nbgrader_config.py").read_text()
     status = 0
     for title, extra in passes:

@@ -1,5 +1,4 @@
-"""Per-kernel cgroups: a memory and a process cap and a share of the CPU where the host delegates them; and the
-CPU share where it does not (:func:`watch`).
+"""Per-kernel cgroups: a memory and a process cap and a share of the CPU where the host delegates them.
 
 cgroup v1 (a hierarchy per controller, ``/sys/fs/cgroup/memory/...``) and cgroup v2 (one unified
 hierarchy, a subtree delegated to the grader with ``memory``, ``pids`` and ``cpu`` enabled in its
@@ -10,12 +9,10 @@ v2 path can be tested against a fake cgroupfs tree on hosts that bind their cont
 **A kernel's share of the CPU** is :data:`CPU_CORES` (one core): its processes together, however many, in a
 ``cpu`` cgroup of its own that none can leave, get at most that much CPU time (a CFS quota:
 ``cpu.cfs_quota_us`` or ``cpu.max``) with the weight of one ordinary process (``cpu.shares`` 1024,
-``cpu.weight`` 100). Where no ``cpu`` controller is delegated (an ordinary grader, usually), the sandbox starts
-:func:`watch` in the kernel's PID namespace: once the kernel's processes together have used more than
-:data:`HOG_CORES` over :data:`HOG_WINDOW` seconds, every one of them runs at nice :data:`HOG_NICE` for the rest
-of the kernel's life (the sandbox sets ``RLIMIT_NICE`` to 0: none can lower it again, and children inherit it;
-``setsid`` does nothing in a kernel, so none leaves its session's scheduler group, whose nice is set too).
-That is no cap: such a kernel still takes CPU no one else wants, but it yields to every other process.
+``cpu.weight`` 100). Where no ``cpu`` controller is delegated (an ordinary grader, usually), a kernel is a session
+of its own and ``setsid`` does nothing in it (:func:`.sandbox.apply`): where the host's scheduler groups sessions
+(:func:`autogroup`, Linux's default), its processes together get one session's share, however many they are.
+That is no cap: such a kernel still takes CPU no one else wants.
 """
 
 from __future__ import annotations
@@ -32,12 +29,6 @@ CONTROLLERS = ("memory", "pids", "cpu")
 #: A kernel's share of the CPU, in cores: what its processes together may use (the cgroup's quota).
 CPU_CORES = 1.0
 CPU_PERIOD_US = 100_000
-#: Without a cpu cgroup: a kernel whose processes together used more than ``HOG_CORES`` cores over the last
-#: ``HOG_WINDOW`` seconds has every process put at nice ``HOG_NICE``. One process cannot use more than one core;
-#: an honest notebook never comes near it (torch and BLAS get :func:`use_threads` threads in a kernel).
-HOG_CORES = 1.2
-HOG_WINDOW = 2.0
-HOG_NICE = 19
 
 
 @dataclass
@@ -253,132 +244,11 @@ def use_threads(cores: float) -> int:
     return threads
 
 
-def scan(proc: str = "/proc", skip: int = 0) -> dict:
-    """Every process ``proc`` shows but ``skip``: ``{pid: (ppid, CPU ticks of its own (all its threads, live or
-    gone), CPU ticks of the children it waited for, state)}``."""
-    found = {}
-    for name in os.listdir(proc):
-        if not name.isdigit() or int(name) == skip:
-            continue
-        try:
-            with open(f"{proc}/{name}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-            found[int(name)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[13]) + int(rest[14]),
-                                rest[0].decode())
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return found
-
-
-def cpu_used(before: dict, after: dict) -> int:
-    """CPU ticks the processes of two :func:`scan` s used between them: each process's growth (a new one's whole
-    time), less what a parent took over from a child it waited for that was already counted."""
-    used = 0
-    for pid, (_, own, waited, _) in after.items():
-        was = before.get(pid)
-        used += own + waited - (was[1] + was[2] if was else 0)
-    for pid, (ppid, own, waited, _) in before.items():
-        if pid not in after and ppid in after and ppid in before:  # gone: counted, unless its parent never waited
-            took = after[ppid][2] - before[ppid][2]
-            used -= max(0, min(own + waited, took))
-    return max(0, used)
-
-
-def hog(samples: list, window: float = HOG_WINDOW, cores: float = HOG_CORES) -> bool:
-    """Whether ``samples`` (``(seconds, CPU seconds used, processes running)`` per tick, the latest last) show a
-    kernel above ``cores`` over the last ``window`` seconds: by the CPU time its processes used, or by how many of
-    them were running (which also sees processes too short-lived for their time to be read)."""
-    span, used, running, ticks = 0.0, 0.0, 0, 0
-    for seconds, cpu, runs in reversed(samples):
-        span, used, running, ticks = span + seconds, used + cpu, running + runs, ticks + 1
-        if span >= window:
-            return used > cores * span or running > cores * ticks
-    return False
-
-
-def penalise(proc: str = "/proc", skip: int = 0, nice: int = HOG_NICE) -> int:
-    """Put every thread of every process ``proc`` shows but ``skip`` at ``nice`` (their children inherit it), and the
-    scheduler's group of its session where sessions are grouped (``autogroup``: a kernel's processes cannot start a
-    session of their own, :func:`.sandbox.apply`); returns how many could not be (gone meanwhile aside)."""
-    failed = 0
-    for name in os.listdir(proc):
-        if not name.isdigit() or int(name) == skip:
-            continue
-        try:  # the kernel may change its group's nice 10 times a second at most: only where it is not yet so
-            with open(f"{proc}/{name}/autogroup", "r+") as f:
-                if not f.read().rstrip().endswith(f" nice {nice}"):
-                    f.write(str(nice))
-        except FileNotFoundError:  # gone, or a host without autogroups
-            pass
-        except OSError:
-            failed += 1
-        try:
-            threads = os.listdir(f"{proc}/{name}/task")
-        except OSError:
-            continue
-        for tid in threads:
-            try:
-                if os.getpriority(os.PRIO_PROCESS, int(tid)) < nice:
-                    os.setpriority(os.PRIO_PROCESS, int(tid), nice)
-            except ProcessLookupError:
-                pass
-            except OSError:
-                failed += 1
-    return failed
-
-
-def start_watch(confine, in_child) -> list[str]:
-    """Make this process (process 1 of a kernel's PID namespace) the kernel's CPU watchdog, :func:`watch`, and return
-    in its child (after ``in_child()``), which goes on to become the kernel; the watchdog first calls ``confine()``.
-    As the namespace's first process it reaps its orphans, its kernel's processes cannot signal it, and it exits with
-    the kernel's status when the kernel ends (and with it every process of the namespace). Returns what could not
-    be done."""
+def autogroup(switch: str = "/proc/sys/kernel/sched_autogroup_enabled") -> bool:
+    """Whether the host's scheduler gives each session one share of the CPU (Linux's autogroup, on by default):
+    then a kernel (a session of its own, whose processes cannot start another) gets one share however many
+    processes it runs."""
     try:
-        kernel = os.fork()
-    except OSError as exc:
-        return [f"no CPU watchdog ({exc}): a kernel's processes together may take every core"]
-    if kernel == 0:
-        in_child()
-        return []
-    status = 1
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the grader interrupts the kernel's process group
-        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
-        os.closerange(3, 4096)
-        confine()
-        status = watch(kernel)
-    finally:
-        os._exit(status)
-
-
-def watch(kernel: int, proc: str = "/proc", tick: float = 0.25) -> int:
-    """The CPU share of a kernel without a cpu cgroup, from its namespace's first process (:func:`start_watch`):
-    every ``tick`` seconds, read what the namespace's processes used; once they are a :func:`hog`, keep every one of
-    them (those started since too) at nice :data:`HOG_NICE`. Reaps every process that ends; returns the exit status
-    for the kernel's when it ends."""
-    me, hz = os.getpid(), os.sysconf("SC_CLK_TCK")
-    before, then, samples, hogging = scan(proc, me), time.monotonic(), [], False
-    while True:
-        signal.sigtimedwait([signal.SIGCHLD], tick)
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return 1
-            if pid == kernel:
-                code = os.waitstatus_to_exitcode(status)
-                return code if code >= 0 else 128 - code
-            if pid == 0:
-                break
-        if time.monotonic() - then < tick:
-            continue
-        try:
-            after, now = scan(proc, me), time.monotonic()
-            samples = (samples + [(now - then, cpu_used(before, after) / hz,
-                                   sum(1 for p in after.values() if p[3] == "R"))])[-64:]
-            before, then = after, now
-            hogging = hogging or hog(samples)
-            if hogging:
-                penalise(proc, me)
-        except Exception:  # noqa: BLE001  (the watchdog keeps watching whatever a kernel does to /proc)
-            pass  # the next reading covers this tick too
+        return open(switch).read().strip() == "1"
+    except OSError:
+        return False

@@ -118,8 +118,7 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
     share = facts.get("cpu", {}).get("share")
     rows.append(("namespaces", want <= set(ns),
                  f"{', '.join(ns)}: no network (loopback {found.get('loopback', '?')}), "
-                 f"{found.get('others_visible', '?')} other processes visible"
-                 f"{', its CPU watchdog process 1 (out of its reach)' if share == 'watchdog' else ''}, System V IPC of "
+                 f"{found.get('others_visible', '?')} other processes visible, System V IPC of "
                  "its own, every process and shared memory segment ends with the kernel"
                  if want <= set(ns) else
                  f"only {', '.join(ns) or 'none'} (missing {', '.join(sorted(want - set(ns)))}): allow namespaces "
@@ -162,7 +161,8 @@ def layers(report: dict, settings: dict) -> list[tuple[str, bool | None, str]]:
                  + (f", {cores} of CPU" if share == "cgroup" else "")
                  if groups else "none: " + "; ".join(report.get("cgroup_notes") or ["not delegated"])
                  + " (the other layers hold without them)"))
-    rows.append(("cpu", share in ("cgroup", "watchdog") and not found.get("nice_lowered", True), cpu_text(cpu, cores)))
+    holds = share == "cgroup" or share == "session" and bool(facts.get("seccomp"))  # setsid does nothing: one session
+    rows.append(("cpu", holds and not found.get("nice_lowered", True), cpu_text(cpu, cores)))
     return rows
 
 
@@ -172,14 +172,13 @@ def cpu_text(cpu: dict, cores: str) -> str:
     if cpu.get("share") == "cgroup":
         return (f"a cpu cgroup per kernel: its processes together get at most {cores} (a quota), with the weight of "
                 f"one process, however many they are; {threads}")
-    if cpu.get("share") == "watchdog":
-        return (f"no cpu cgroup: a watchdog, process 1 of each kernel's PID namespace, puts every process of a kernel "
-                f"whose processes together use more than {cgroups.HOG_CORES:g} cores over {cgroups.HOG_WINDOW:g} s at "
-                f"nice {cgroups.HOG_NICE} for the rest of its life (none can lower it; setsid does nothing, so they "
-                "stay in one scheduler group): such a kernel still takes CPU no one else wants, but yields to every "
-                f"other process; not a cap; {threads}")
-    return ("no cpu cgroup, and no PID namespace for a watchdog: nothing holds a kernel's processes to a share (delegate "
-            "the cpu controller, see cgroups, or allow namespaces)")
+    if cpu.get("share") == "session":
+        return ("no cpu cgroup: each kernel is a session of its own, which its processes cannot leave (setsid does "
+                "nothing), and the scheduler gives each session one share (autogroup): a kernel's processes together "
+                "get one share beside any other kernel's, however many they are; not a cap (such a kernel still takes "
+                f"CPU no one else wants; delegate the cpu controller for a quota); {threads}")
+    return ("no cpu cgroup and the scheduler does not group sessions (kernel.sched_autogroup_enabled=0): a kernel's "
+            "processes may take every core (sysctl kernel.sched_autogroup_enabled=1, or delegate the cpu controller)")
 
 
 def probe_failure(report: dict) -> str | None:

@@ -4,7 +4,7 @@ CONFIG is a JSON file written by the grader. The layers, in the order they are p
 six depends on cgroups, and each reports in ``<scratch>/sandbox.json`` what it could not do:
 
 1. cgroups (:mod:`.cgroups`, v1 or v2, where the host delegates them): a memory and a process cap, and a share
-   of the CPU (at most one core; without a cpu cgroup, a watchdog in the PID namespace: :func:`.cgroups.watch`);
+   of the CPU (at most one core; without a cpu cgroup, its session's share where the host groups sessions);
 2. resource limits: address space and data size, file size, open files, no core dumps, no lower nice value;
 3. namespaces of its own: network (no network at all, not even loopback), mount (``/run`` hidden, paths
    the kernel needs made reachable, a size-limited scratch file system), PID (the kernel is process 1 of
@@ -20,7 +20,7 @@ six depends on cgroups, and each reports in ``<scratch>/sandbox.json`` what it c
 
 The process that applies the sandbox stays outside the new PID namespace as the kernel's supervisor: it
 waits for the kernel and exits with its status; if the grader kills it, the kernel and everything it
-started die too (a parent-death signal, then the end of the namespace). A CPU watchdog is its process 1.
+started die too (a parent-death signal, then the end of the namespace).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 # x86_64 and aarch64 share these syscall numbers (the generic table from 5.13 on).
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS, _CAP_SYS_NICE = 1, 24, 38, 39, 23
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 1, 24, 38, 39
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWUSER, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x10000000, 0x40000000
 _CLONE_NEWIPC = 0x08000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 4096, 0x4000, 0x40000
@@ -231,32 +231,23 @@ def _supervise(child: int) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _confine_watchdog() -> None:
-    """The CPU watchdog (:func:`.cgroups.start_watch`) keeps its grader's user and of root's powers CAP_SYS_NICE only."""
-    keep = 1 << _CAP_SYS_NICE if os.geteuid() == 0 else 0  # to renice the processes of the kernel's uid
-    _drop_bounding_set(keep)
-    _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    _drop_capabilities(keep)
-
-
 def _parent_death_signal() -> None:
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _drop_bounding_set(keep: int = 0) -> None:
+def _drop_bounding_set() -> None:
     for cap in range(64):
-        if not keep & 1 << cap:
-            _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
 
 
-def _drop_capabilities(keep: int = 0) -> list[str]:
+def _drop_capabilities() -> list[str]:
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
     class Data(ctypes.Structure):
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
-    header, data = Header(0x20080522, 0), (Data * 2)(Data(keep, keep, 0))
+    header, data = Header(0x20080522, 0), (Data * 2)()
     if _libc.capset(ctypes.byref(header), data) != 0:
         return [f"could not drop capabilities: {_err()}"]
     return []
@@ -293,7 +284,7 @@ def apply(config: dict) -> tuple[list[str], dict]:
 
     seccomp = _libseccomp() if config.get("seccomp", True) else None
     notes = cgroups.join(config.get("cgroups", []))
-    capped = cgroups.cpu_cap(config.get("cgroups", []))  # the kernel's CPU share: its cgroup's quota, or the watchdog
+    capped = cgroups.cpu_cap(config.get("cgroups", []))  # the kernel's CPU share: its cgroup's quota, or its session's
     threads = cgroups.use_threads(capped or cgroups.CPU_CORES)
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, 4096), (resource.RLIMIT_NICE, 0),
               (resource.RLIMIT_FSIZE, int(config.get("file_bytes", 64 * 2**20)))]
@@ -322,7 +313,6 @@ def apply(config: dict) -> tuple[list[str], dict]:
         notes += rootfs.seal(os.path.join(config["scratch_fs"]["path"], "shm") if config.get("scratch_fs") else "/")
     if config.get("cwd"):
         os.chdir(config["cwd"])
-    watched = bool(flags & _CLONE_NEWPID) and capped is None and config.get("cpu_watchdog", True)
     if flags & _CLONE_NEWPID:
         child = os.fork()
         if child:
@@ -330,9 +320,6 @@ def apply(config: dict) -> tuple[list[str], dict]:
         _parent_death_signal()
         if not _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC):
             notes.append(f"could not mount the PID namespace's /proc: {_err()}")
-        if watched:  # this process stays the namespace's first as the CPU watchdog; its child goes on
-            more = cgroups.start_watch(_confine_watchdog, _parent_death_signal)
-            watched, notes = not more, notes + more
     processes = int(config.get("processes") or 0)
     if processes:
         if uid != os.getuid() or flags & _CLONE_NEWUSER:  # a uid of its own, or counted in its own user namespace
@@ -361,7 +348,7 @@ def apply(config: dict) -> tuple[list[str], dict]:
              "scratch_bytes": scratch_bytes, "landlock": 0 if any("Landlock is" in n or "failed" in n for n in more) else abi,
              "cgroups": len(config.get("cgroups", [])), "no_new_privs": _libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1,
              "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0], "address_space": resource.getrlimit(resource.RLIMIT_AS)[0],
-             "cpu": {"share": "cgroup" if capped else "watchdog" if watched else "none", "threads": threads,
+             "cpu": {"share": "cgroup" if capped else "session" if cgroups.autogroup() else "none", "threads": threads,
                      "cores": capped or cgroups.CPU_CORES, "nice_limit": resource.getrlimit(resource.RLIMIT_NICE)[0]}}
     return notes, facts
 

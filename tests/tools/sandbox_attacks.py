@@ -187,8 +187,8 @@ print("reach", json.dumps(got))
 
 def survivors(probe, grace: float = 30.0) -> list:
     """What ``probe()`` still finds after up to ``grace`` seconds. Killed processes may still be tearing down their
-    memory (state R, no command line any more) for a while on a busy machine, the more so at nice 19 (a hog's, put
-    there by the CPU watchdog); what is there after that outlived what should have ended it."""
+    memory (state R, no command line any more) for a while on a busy machine; what is there after that outlived
+    what should have ended it."""
     deadline = time.monotonic() + grace
     while (left := probe()) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -338,16 +338,16 @@ def isolation(settings: dict) -> dict:
 
 
 SETSID_HOG = "import os\nfor _ in range(48):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n            pass\nprint('started 48')"
-TRY_NICE = "import os\ntry:\n    os.setpriority(os.PRIO_PROCESS, 0, 0)\nexcept OSError as e:\n    print('refused', e)\nprint('nice', os.getpriority(0, 0))"
+TRY_NICE = "import os\ntry:\n    os.setpriority(os.PRIO_PROCESS, 0, -1)\nexcept OSError as e:\n    print('refused', e)\nprint('nice', os.getpriority(0, 0))"
 
 
 def below(root: int) -> dict:
-    """``{pid: (ppid, CPU ticks of all its threads, nice)}`` of ``root`` and every process below it."""
+    """``{pid: (ppid, CPU ticks of all its threads, nice, session)}`` of ``root`` and every process below it."""
     every, found, todo = {}, {}, [root]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            every[int(pid)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[16]))
+            every[int(pid)] = (int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[16]), int(rest[3]))
         except (OSError, IndexError, ValueError):
             pass
     while todo:
@@ -358,17 +358,17 @@ def below(root: int) -> dict:
 
 def cpu_hog(settings: dict) -> dict:
     """The red team's hog (48 busy children, each calling setsid(); the cell returns at once): its CPU (cores) for 3 s
-    and its nice values; then, its children killed from outside (a nice-19 kernel beside 48 busy siblings answers
-    slowly on a busy machine: its own doing), its own cells (one tries to lower its nice)."""
+    and their sessions; then, its children killed from outside (a kernel beside 48 busy siblings in its own share
+    answers slowly on a busy machine: its own doing), its own cells (one tries to lower its nice)."""
     kernel, hz = Kernel(settings, logging.getLogger("attacks")), os.sysconf("SC_CLK_TCK")
-    found, top, watched = {"facts": kernel.facts}, kernel.proc.pid, kernel.facts.get("cpu", {}).get("share") == "watchdog"
-    hog = lambda: {p: v for p, v in below(top).items() if p != top and not (watched and v[0] == top)}  # noqa: E731
-    try:  # (when watched, the supervisor's child is the watchdog: not the hog's)
+    found, top = {"facts": kernel.facts}, kernel.proc.pid
+    hog = lambda: {p: v for p, v in below(top).items() if p != top}  # noqa: E731  (the kernel and its children)
+    try:
         found["threads"], found["start"] = run(kernel, "import torch\nprint(torch.get_num_threads())"), run(kernel, SETSID_HOG)
-        time.sleep(2.5)  # the watchdog's window
+        time.sleep(1)
         before, start, _ = {p: v[1] for p, v in hog().items()}, time.monotonic(), time.sleep(3)  # (in this order)
         found["alone"] = round(sum(v[1] - before.get(p, 0) for p, v in hog().items()) / hz / (time.monotonic() - start), 2)
-        found["nice"], found["cpu_stat"] = sorted({v[2] for v in hog().values()}), kernel.cgroups.cpu_stat()
+        found["sessions"], found["cpu_stat"] = sorted({v[3] for v in hog().values()}), kernel.cgroups.cpu_stat()
         parents = [v[0] for v in hog().values()]
         for pid in [p for p, v in hog().items() if v[0] == max(set(parents), key=parents.count)]:
             os.kill(pid, 9)  # the busy children (the kernel is their parent)
