@@ -2,7 +2,15 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
-BIN := $(CURDIR)/$(VENV)/bin
+# On the course's JupyterHub the instructor's servers and shells name the shared environment (ATTENTION_ENV, set by
+# make hub; docs/jupyterhub.md): her course folder then needs no .venv of its own.
+ifneq ($(ATTENTION_ENV),)
+ifeq ($(wildcard $(VENV)/.installed),)
+VENV := $(ATTENTION_ENV)
+SHARED_ENV := yes
+endif
+endif
+BIN := $(abspath $(VENV))/bin
 # nbgrader runs `alembic` from PATH when it creates a gradebook: the venv comes first.
 export PATH := $(BIN):$(PATH)
 ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course import available; print(' '.join(available()))")
@@ -17,18 +25,16 @@ help: ## List the targets (the default)
 
 install: $(STAMP) ## Create .venv with every pinned package (~3 min the first time, then instant)
 
-$(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json
-	$(PYTHON) -m venv $(VENV)
-	@# exactly the pinned list, nothing it leaves out on purpose (see requirements.txt); then bytecode on every core,
-	@# the packages' own test suites left out (attention_course.grading.environment.compile_tree)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements.txt
-	$(BIN)/python -c "import sys; from attention_course.grading.environment import compile_tree; \
-	  compile_tree(sys.executable, '$(VENV)/lib')"
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
-	@# axe-core for the accessibility audit (pinned in tests/axe/package-lock.json), with Node.js's npm
-	@if command -v npm > /dev/null; then npm ci --prefix tests/axe --no-audit --no-fund --silent; \
-	  else echo "npm not found: the accessibility audit (make audit, tests/test_accessibility.py) needs Node.js"; fi
-	touch $@
+ifeq ($(SHARED_ENV),yes)
+$(STAMP):
+	@echo "make: $(STAMP) is missing: the shared environment is built by root (sudo make hub-env; docs/jupyterhub.md)" >&2; exit 1
+else
+$(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json tools/install_env.py
+	@# whole or not at all: a failed step removes .venv and says which package on which Python (tools/install_env.py)
+	@command -v $(PYTHON) > /dev/null || { echo "make install failed: $(PYTHON) not found: install Python 3.11 \
+	  (Debian 12: sudo apt install python3.11-venv) or name one: make install PYTHON=/path/to/python3.11" >&2; exit 1; }
+	$(PYTHON) tools/install_env.py $(VENV)
+endif
 
 release: $(STAMP) ## Generate the student version of every assignment into release/ (~10 s each)
 	@for a in $(ASSIGNMENTS); do nbgrader generate_assignment "$$a" --force --log-level=ERROR || exit 1; done
@@ -98,8 +104,8 @@ bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 a
 doctor: $(STAMP) ## Which layers of the kernels' sandbox hold on this host, and how to add a missing one (~2 s)
 	$(BIN)/python -m attention_course.grading doctor
 
-student-bundle: $(STAMP) ## What students get, without source/ or the grading code: the release, the student package, pins, Validate settings (bundle/*.zip)
-	$(BIN)/python -m attention_course.grading student-bundle
+student-bundle: $(STAMP) ## What students get, without source/ or the grading code: the assignments released to the exchange (or ONLY='01_self_attention ...', ONLY=all), the student package, pins, Validate settings (bundle/*.zip)
+	$(BIN)/python -m attention_course.grading student-bundle $(if $(ONLY),--assignments $(ONLY))
 
 lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (formgrader, validate)
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)

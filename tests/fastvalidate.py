@@ -62,7 +62,7 @@ def validate_cells(course: Path, notebook: dict | str) -> tuple[str, dict[str, s
     import json
 
     validator = Validator(config=course_config(course))
-    validator.preprocessors = [KernelExecute if step is Execute else step for step in validator.preprocessors]
+    validator.preprocessors = [KernelExecute if issubclass(step, Execute) else step for step in validator.preprocessors]
     nb = reads(notebook if isinstance(notebook, str) else json.dumps(notebook), as_version=current_nbformat)
     if validator._get_type_changed_cells(nb):
         return f"{FAILED}: THE TYPES OF CELLS HAVE CHANGED", {}

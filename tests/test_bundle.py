@@ -1,108 +1,188 @@
-"""The student bundle (``make student-bundle``): what students get, installed in a fresh environment, where
-nbgrader's Validate passes a solved notebook with the course's settings and fails the blank one.
+"""The student bundle (``make student-bundle``), installed as a student installs it: an ordinary Unix user, the
+distribution's Python (Debian 12's ``/usr/bin/python3.11``), and the README's Linux commands, read out of the README
+and run as written. Then nbgrader's Validate, run from the student's home (not the bundle's folder: the course's
+settings come with the installed package): Success on the solution while both cores are kept busy on purpose,
+and, with a PyTorch that does not import (a stand-in for PyPI's CUDA build without its
+``nvidia-*`` libraries), a first message that is the import error.
 
-The third-party pins (PyTorch, JupyterLab, nbgrader...) are the course's own (``bundle.closure`` takes each from
-``requirements.txt``, at the version ``make install`` put into the course's venv), so the cache of them is made of the
-very files pip installed there from those pins, taken as the hub's shared environment takes them (``environment.fill_env``:
-each package whose files match its ``RECORD``, linked where the file system allows), in a folder outside the clone
-keyed by the list's digest (``ATTENTION_STUDENT_DEPS``, default ``/opt/attention-from-scratch/student-deps``): a
-second from-scratch install of PyTorch and JupyterLab would cost a fresh machine a minute of both cores and prove
-nothing that ``make install`` does not. What the course's venv does not hold at its pinned version is installed as
-the bundle's README says (``pip install --no-deps -r requirements.txt``).
-Each run then makes a fresh virtual environment that sees those packages through a ``.pth`` line, installs the
-bundle's ``package/`` into it with pip, and runs ``nbgrader validate`` from the bundle's folder, with neither the
-repository nor the course's own environment in reach.
+Where the packages come from is the one thing the test sets apart from a student's machine: pip reads no
+configuration of this machine (``PIP_CONFIG_FILE=/dev/null``) and takes every file from a folder of wheels
+(``PIP_NO_INDEX``, ``PIP_FIND_LINKS``) downloaded once per machine and per list of pins by ``pip download`` of the
+same requirements, with the same extra index (``ATTENTION_STUDENT_WHEELS``, default
+``/opt/attention-from-scratch/student-wheels``): the resolution, the unpacking, the build of ``./package`` and its
+Jupyter settings are the student's own. Bytecode is left to the first import (``PIP_NO_COMPILE``): it would be a
+minute of both cores.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
-from attention_course.grading.bundle import NAME, write_bundle
-from attention_course.grading.course import ROOT, available
-from attention_course.grading.environment import fill_env
+import pytest
+
+from attention_course.grading.bundle import NAME, TORCH_CPU_INDEX, released_assignments, write_bundle
+from attention_course.grading.course import COURSE_ID, ROOT, available
+from attention_course.nbgrader_settings import CELL_TIMEOUT, IOPUB_TIMEOUT, STARTUP_TIMEOUT
 from tools.submissions import read_notebook, solved_notebook, write_notebook
 
 from fastvalidate import FAILED, SUCCESS
-from harness import answered_notebook, masters
+from harness import answered_notebook, masters, unix_users
 
-CACHE = Path(os.environ.get("ATTENTION_STUDENT_DEPS", "/opt/attention-from-scratch/student-deps"))
-BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)  # the interpreter the course's venv was made from
+WHEELS = Path(os.environ.get("ATTENTION_STUDENT_WHEELS", "/opt/attention-from-scratch/student-wheels"))
+DISTRIBUTION_PYTHON = Path("/usr/bin/python3.11")
 A = available()[0]
+#: A PyTorch that does not import, as PyPI's CUDA build installed without its nvidia-* packages fails.
+BROKEN_TORCH = 'raise ImportError("libcudnn.so.9: cannot open shared object file: No such file or directory")\n'
 
 
-def clean_env() -> dict:
-    """An environment without the course's venv or the repository in reach."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "JUPYTER_PATH",
-                                                              "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not p.startswith(str(ROOT)))
-    return env
+def readme_commands(readme: str, system: str) -> list[str]:
+    """The commands the README gives under ``<system>:`` (its indented block)."""
+    block = readme.split(f"\n{system}", 1)[1].split(":\n\n", 1)[1]
+    return [line[4:] for line in block.split("\n\n", 1)[0].splitlines() if line.startswith("    ")]
 
 
-def run(*args, cwd, check=True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=clean_env(), capture_output=True, text=True)
-    assert not check or proc.returncode == 0, f"{' '.join(map(str, args))} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return proc
-
-
-def third_party(requirements: Path) -> Path:
-    """The site-packages of the pins of ``requirements``, installed as the bundle's README says (cached)."""
+def wheelhouse(requirements: Path) -> Path:
+    """Every file the bundle's install takes, downloaded once per list of pins (as root, readable by everybody)."""
     key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
-    venv = CACHE / key
-    site = venv / Path(sysconfig.get_path("purelib", vars={"base": "."})).relative_to(".")
-    if not (venv / ".complete").exists():
-        scratch = CACHE / f".{key}.{os.getpid()}"
+    folder = WHEELS / key
+    if not (folder / ".complete").exists():
+        scratch = WHEELS / f".{key}.{os.getpid()}"
         shutil.rmtree(scratch, ignore_errors=True)
-        scratch.parent.mkdir(parents=True, exist_ok=True)
-        run(BASE_PYTHON, "-m", "venv", "--without-pip", scratch, cwd=scratch.parent)
-        fill_env(scratch, [requirements], log=lambda _: None)  # with the pins, the pip that installs the package
+        scratch.mkdir(parents=True)
+        # the course's pip, with this machine's configuration (its own wheels); an index out of reach is skipped
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                              "--dest", str(scratch), "--extra-index-url", TORCH_CPU_INDEX, "-r", str(requirements)],
+                             capture_output=True, text=True, env={**os.environ, "PIP_RETRIES": "0"}, timeout=900)
+        assert got.returncode == 0, got.stderr[-3000:]
         (scratch / ".complete").touch()
-        shutil.rmtree(venv, ignore_errors=True)
-        os.rename(scratch, venv)  # the venv's scripts name its folder, but the test uses its site-packages only
-    return site
+        shutil.rmtree(folder, ignore_errors=True)
+        os.rename(scratch, folder)
+    for path in [WHEELS, folder]:
+        path.chmod(0o755)
+    return folder
 
 
-def test_the_student_bundle_installs_alone_and_validates_with_the_courses_settings(tmp_path):
-    archive = write_bundle(ROOT, tmp_path / "out")
-    folder = archive.with_suffix("")
-    assert archive.is_file() and folder.is_dir()
-    shipped = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    assert not [p for p in shipped if "/grading/" in p or "catalogue" in p or p.startswith("source")], shipped
-    released = {f"assignments/{p.relative_to(ROOT / 'release').as_posix()}" for p in (ROOT / "release").rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts}
-    assert released <= shipped, released - shipped
-    pins = [line for line in (folder / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\[\]-]+==[\w.+]+", p) for p in pins), pins
+@pytest.fixture(scope="module")
+def student():
+    """An ordinary Unix user (this process's own user where users cannot be made)."""
+    with unix_users(f"attn-student-{os.getpid()}") as uids:
+        yield pwd.getpwuid(uids[0] if uids else os.getuid())
+
+
+def as_student(user, cmd: str, cwd: Path, **env) -> subprocess.CompletedProcess:
+    """``cmd`` in a shell of ``user``'s, with the distribution's PATH and nothing of the course's environment."""
+    clean = {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name, "PATH": "/usr/bin:/bin",
+             "LANG": "C.UTF-8", "PIP_CONFIG_FILE": os.devnull, **env}
+    prefix = ["runuser", "-u", user.pw_name, "--"] if os.geteuid() == 0 and user.pw_uid != 0 else []
+    return subprocess.run([*prefix, "env", "-i", *[f"{k}={v}" for k, v in clean.items()], "bash", "-c", cmd],
+                          cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def test_the_bundle_holds_the_released_assignments_or_those_named(tmp_path, monkeypatch):
+    exchange = tmp_path / "exchange"
+    monkeypatch.setenv("NBGRADER_EXCHANGE_ROOT", str(exchange))
+    with pytest.raises(SystemExit, match="No assignment is released"):
+        write_bundle(ROOT, tmp_path / "none")
+    second = available()[1]
+    (exchange / COURSE_ID / "outbound" / second).mkdir(parents=True)
+    assert released_assignments(ROOT) == [second]
+    folder = write_bundle(ROOT, tmp_path / "released").with_suffix("")
+    assert sorted(p.name for p in (folder / "assignments").iterdir()) == [second]
+    assert f"`{second}`" in (folder / "README.md").read_text() and A not in (folder / "README.md").read_text()
+    named = write_bundle(ROOT, tmp_path / "named", [A, second]).with_suffix("")
+    assert sorted(p.name for p in (named / "assignments").iterdir()) == [A, second]
+    assert len(list((write_bundle(ROOT, tmp_path / "all", ["all"]).with_suffix("") / "assignments").iterdir())) == len(available())
+    with pytest.raises(SystemExit, match="not in release/"):
+        write_bundle(ROOT, tmp_path / "bad", ["99_nothing"])
+
+
+def test_a_student_installs_the_bundle_as_its_readme_says_and_validates(tmp_path, student):
+    if not DISTRIBUTION_PYTHON.exists():
+        pytest.skip("no /usr/bin/python3.11 (.ci/run installs Debian's)")
+    archive = write_bundle(ROOT, tmp_path / "out", [A])
+    readme = archive.with_suffix("").joinpath("README.md").read_text()
+    shipped = {n for n in __import__("zipfile").ZipFile(archive).namelist()}
+    assert not [p for p in shipped if "/grading/" in p or "catalogue" in p or "/source/" in p], shipped
+    requirements = archive.with_suffix("").joinpath("requirements.txt").read_text()
+    pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\[\]-]+==[\w.+]+( ; sys_platform [!=]= \"\w+\")?", p) for p in pins), pins
+    assert 'torch==2.13.0+cpu ; sys_platform != "darwin"' in pins and 'torch==2.13.0 ; sys_platform == "darwin"' in pins
     names = {p.split("==")[0].lower() for p in pins}
-    assert {"torch", "nbgrader", "jupyterlab", "numpy", "matplotlib", "seaborn"} <= names
+    assert {"nbgrader", "jupyterlab", "numpy", "matplotlib", "seaborn"} <= names
     assert not names & {"dask", "distributed", "pytest", "playwright", "ruff", "copydetect", "jupyterhub"}, names
+    wheels = wheelhouse(archive.with_suffix("") / "requirements.txt")
 
-    site = third_party(folder / "requirements.txt")
-    venv = tmp_path / "student-venv"
-    run(BASE_PYTHON, "-m", "venv", "--without-pip", venv, cwd=tmp_path)  # pip and setuptools: the pinned ones
-    ours = venv / Path(sysconfig.get_path("purelib", vars={"base": "."})).relative_to(".")
-    (ours / "student-deps.pth").write_text(f"{site}\n")
-    run(venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "./package",
-        cwd=folder)
-    where = run(venv / "bin" / "python", "-c", "import importlib.util, attention_course; print(attention_course.__file__);"
-                "print(importlib.util.find_spec('attention_course.grading'))", cwd=tmp_path).stdout.split()
-    assert where[0].startswith(str(venv)) and where[1] == "None", where
-
+    home = Path(student.pw_dir) if student.pw_uid != os.getuid() else tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    folder = home / NAME
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.unpack_archive(archive, home)
     notebook = next((folder / "assignments" / A).glob("*.ipynb"))
     solved = answered_notebook(read_notebook(notebook), solved_notebook(masters(A)[notebook.name]))
-    write_notebook(solved, tmp_path / "work" / "solved" / notebook.name)
-    shutil.copy(notebook, tmp_path / "blank.ipynb")
-    said = {case: re.sub(r"\x1b\[[0-9;]*m", "", run(venv / "bin" / "python", "-m", "nbgrader", "validate", path, cwd=folder,
-                                                    check=False).stdout)
-            for case, path in (("solved", tmp_path / "work" / "solved" / notebook.name),
-                               ("blank", tmp_path / "blank.ipynb"))}
-    assert SUCCESS in said["solved"], said["solved"][-3000:]
-    assert FAILED in said["blank"], said["blank"][-2000:]
-    assert NAME in str(folder)
+    write_notebook(solved, home / "work" / notebook.name)
+    (home / "broken-torch").mkdir()
+    (home / "broken-torch" / "torch.py").write_text(BROKEN_TORCH)
+    subprocess.run(["chown", "-R", f"{student.pw_uid}:{student.pw_gid}", str(home)], check=True)
+
+    install = readme_commands(readme, "Linux")
+    assert install == ["python3.11 -m venv .venv",
+                       f".venv/bin/python -m pip install --extra-index-url {TORCH_CPU_INDEX} -r requirements.txt ./package"]
+    offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels), "PIP_NO_COMPILE": "1",
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = as_student(student, " && ".join(install), folder, **offline)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    python = folder / ".venv" / "bin" / "python"
+    facts = json.loads(as_student(student, f"{python} -c '{FACTS}'", home).stdout)
+    assert facts["python"] == "3.11.2" or not str(DISTRIBUTION_PYTHON).startswith("/usr/bin"), facts
+    assert facts["torch"] == "2.13.0+cpu" and facts["grading"] is None, facts
+    assert facts["server"] == {"nbgrader.server_extensions.formgrader": False,
+                               "nbgrader.server_extensions.assignment_list": False,
+                               "nbgrader.server_extensions.course_list": False,
+                               "nbgrader.server_extensions.validate_assignment": True}, facts
+    assert {"@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:formgrader"} <= set(facts["lab_off"]), facts
+    assert facts["validate"] == [STARTUP_TIMEOUT, IOPUB_TIMEOUT, CELL_TIMEOUT, 10000], facts  # the course's, from home
+
+    def validate(path: Path, **env) -> str:
+        run = as_student(student, f"{python} -m nbgrader validate {path}", home, **env)
+        return re.sub(r"\x1b\[[0-9;]*m", "", run.stdout + run.stderr)
+
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    try:  # both cores kept busy while the solution is validated
+        loaded = validate(home / "work" / notebook.name)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert SUCCESS in loaded, loaded[-3000:]
+    broken = validate(home / "work" / notebook.name, PYTHONPATH=str(home / "broken-torch"))
+    assert FAILED in broken, broken[-2000:]
+    first = broken.split("The error was:", 1)[1]
+    assert first.lstrip().startswith("This check could not run: a cell of the course's above it"), first[:1500]
+    assert "ImportError: libcudnn.so.9" in first.split("The following cell failed", 1)[0], first[:3000]
+    assert "NameError" not in first.split("The following cell failed", 1)[0], first[:3000]
+
+
+FACTS = """
+import json, platform, importlib.util, torch
+from jupyter_core.paths import jupyter_config_path
+from jupyter_server.extension.config import ExtensionConfigManager
+from jupyterlab_server.config import get_static_page_config
+from nbgrader.apps import NbGrader
+server = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
+app = NbGrader()
+app.load_config_file()
+ex = app.config.Execute
+print(json.dumps({"python": platform.python_version(), "torch": torch.__version__,
+                  "grading": importlib.util.find_spec("attention_course.grading") and "found",
+                  "server": {k: v for k, v in server.items() if k.startswith("nbgrader")},
+                  "validate": [ex.startup_timeout, ex.iopub_timeout, ex.timeout, app.config.Validator.width],
+                  "lab_off": sorted(k for k, v in get_static_page_config(level="all").get("disabledExtensions", {}).items() if v)}))
+""".replace("'", '"')

@@ -5,7 +5,9 @@ course prepares it, JupyterHub with deploy/jupyterhub/jupyterhub_config.py and P
 through their own server's REST API (the calls JupyterLab's Assignment List and Validate button make): fetch,
 answer, Validate, submit. One student also plants a blank in the classmate's name dated 2099 and backdates a hand-in
 of her own, from her own account, as a terminal of hers would. The instructor releases, collects and returns
-feedback through the Formgrader's API of her own server and grades with the course's command, as herself.
+feedback through the Formgrader's API of her own server, and types the documented commands (make doctor, make
+autograde, nbgrader, python -m attention_course.grading) into a terminal of her JupyterLab and (make feedback, make
+grades) into a login shell of hers, as over ssh: her course folder has no .venv.
 """
 
 from __future__ import annotations
@@ -76,6 +78,30 @@ class Hub:
         token = self.tokens[as_user or user]
         return requests.request(method, f"{self.base}/user/{user}{path}", timeout=900,
                                 headers={"Authorization": f"token {token}"}, **kw)
+
+    def terminal(self, user: str, command: str, seconds: float = 600) -> tuple[int, str]:
+        """``command`` typed into a new terminal of ``user``'s JupyterLab (the terminals REST API and its websocket,
+        as JupyterLab's Terminal does): its exit status and what the terminal showed."""
+        import re
+        import secrets
+
+        import websocket  # websocket-client
+
+        name = self.json(user, "POST", "/api/terminals")["name"]
+        ws = websocket.create_connection(f"ws://{self.klass.ip}:{self.klass.port}/user/{user}/terminals/websocket/{name}",
+                                         header=[f"Authorization: token {self.tokens[user]}"], timeout=seconds)
+        marker, shown, deadline = f"END{secrets.token_hex(4)}", "", time.monotonic() + seconds
+        try:
+            ws.send(json.dumps(["stdin", f"{command}; echo {marker}-$?\r"]))
+            while not (ended := re.search(rf"{marker}-(\d+)", shown)) and time.monotonic() < deadline:
+                message = json.loads(ws.recv())
+                if message[0] == "stdout":
+                    shown += message[1]
+        finally:
+            ws.close()
+            self.server(user, "DELETE", f"/api/terminals/{name}")
+        assert ended, f"{command!r} in {user}'s terminal did not end in {seconds:.0f} s:\n{shown[-3000:]}"
+        return int(ended.group(1)), shown
 
     def json(self, user: str, method: str, path: str, **kw) -> dict:
         """A call of ``user``'s server whose answer must be JSON (the status and the start of the page if not)."""
@@ -222,9 +248,14 @@ def test_a_term_on_jupyterhub_with_real_users():
         collected = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/collect")
         assert collected.get("success"), collected
         assert f"owned by {bea}" in collected.get("log", ""), collected.get("log", "")[-2000:]
-        graded = _as(teach, klass, f"{klass.env}/bin/python", "-m", "attention_course.grading", "autograde",
-                     cwd=klass.course, check=False)
-        assert graded.returncode == 0 and "Graded 2" in graded.stderr, graded.stderr[-4000:]
+        # the instructor grades in a terminal of her JupyterLab, typing what the docs say (her course folder has no
+        # .venv: make and nbgrader are the shared environment's, from her login shell's profile)
+        assert not (Path(klass.course) / ".venv").exists()
+        status, said = h.terminal(teach, "make doctor && make autograde && nbgrader --version && "
+                                         "python -m attention_course.grading table")
+        assert status == 0 and "Graded 2" in said and "sandbox" in said.lower(), said[-4000:]
+        assert f"{bea}" in said.split("nbgrader version", 1)[-1], said[-2000:]  # the grade table lists her
+        assert not (Path(klass.course) / ".venv").exists(), "make built a .venv in the course folder"
         course = Path(klass.course)
         scores = read_scores(course, A, gradebook_url(course))
         assert all(s == m for s, m, manual in scores[ann].values() if not manual), scores[ann]
@@ -242,10 +273,13 @@ def test_a_term_on_jupyterhub_with_real_users():
         assert page.status_code == 200 and "2 answers" in page.text and "Mark scheme" in page.text, page.text[:500]
         assert h.server(teach, "GET", f"/formgrader/questions/{A}/{NOTEBOOK[:-6]}/..%2F..").status_code == 404
 
-        # feedback returned through the Formgrader, fetched by each student from their own server
-        for step in ("generate_feedback", "release_feedback"):
-            done = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/{step}")
-            assert done.get("success"), (step, done.get("error", "")[-2000:], done.get("log", "")[-2000:])
+        # feedback written with make in an ssh-like login shell of hers, returned through the Formgrader, fetched by
+        # each student from their own server
+        shell = subprocess.run(["runuser", "-l", teach, "-c", f"cd {klass.course} && make feedback && make grades"],
+                               capture_output=True, text=True, timeout=600)
+        assert shell.returncode == 0 and f"{A}: 2 page(s)" in shell.stdout, shell.stdout[-2000:] + shell.stderr[-3000:]
+        done = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/release_feedback")
+        assert done.get("success"), (done.get("error", "")[-2000:], done.get("log", "")[-2000:])
         for user in (ann, bea):
             got = h.json(user, "POST", "/assignments/fetch_feedback", data={"course_id": COURSE_ID, "assignment_id": A})
             assert got["success"], got
@@ -307,8 +341,9 @@ def _feedback_at_submit(h: Hub, klass: hub.Class, homes: dict, teach: str, ann: 
     inside the limit gets the limit's page."""
     from nbgrader.api import Gradebook
 
-    released = h.json(teach, "POST", f"/formgrader/api/assignment/{B}/release")
-    assert released.get("success"), released
+    # released from a terminal of hers, as make hub's message says
+    status, said = h.terminal(teach, f"nbgrader release_assignment {B}")
+    assert status == 0 and "Released as" in said, said[-3000:]
     assert h.json(ann, "POST", "/assignments/fetch", data={"course_id": COURSE_ID, "assignment_id": B})["success"]
     answer = solved_notebook(masters(B)[NOTEBOOK_B])
     first = next(c for c in answer["cells"] if c["cell_type"] == "code" and c.get("metadata", {}).get(

@@ -10,8 +10,8 @@
 ``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
 ``serve``  grades each hand-in as it comes and releases its feedback to the student (``c.OnSubmit``).
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
-``student-bundle`` writes what students get (the release, the student package, pins, Validate settings) as a
-           folder and a zip in bundle/.
+``student-bundle`` writes what students get (the released assignments, the student package, pins, Validate
+           settings) as a folder and a zip in bundle/.
 """
 
 from __future__ import annotations
@@ -68,13 +68,15 @@ def main(argv=None) -> int:
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
     bundle = sub.add_parser("student-bundle", help="what students get, as bundle/<name>/ and bundle/<name>.zip")
     bundle.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/bundle)")
+    bundle.add_argument("--assignments", nargs="+", default=None,
+                        help="the assignments students get ('all' for every one; default: those released to the exchange)")
     args = parser.parse_args(argv)
     course = args.course.resolve()
 
     if args.command == "student-bundle":
         from .bundle import write_bundle
 
-        archive = write_bundle(course, args.out)
+        archive = write_bundle(course, args.out, args.assignments)
         print(f"Wrote {archive.with_suffix('')}/ and {archive}: give students either (its README.md says how to "
               "install and start)")
         return 0

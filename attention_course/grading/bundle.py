@@ -1,13 +1,14 @@
 """What students get (``make student-bundle``): ``bundle/attention-from-scratch-student/`` and its zip.
 
-* ``assignments/<id>/``: the release (``release/``), nothing of ``source/``;
+* ``assignments/<id>/``: the release (``release/``) of the assignments released to the exchange, or of those named
+  (``ONLY=``), nothing of ``source/``;
 * ``package/``: the course's student package, ``attention_course`` without ``grading/`` (the checks, plots and data
-  the notebooks import, and the course's Validate settings);
-* ``requirements.txt``: the pins of what a student runs (JupyterLab, nbgrader's Validate and Assignment List,
-  NumPy, PyTorch, Matplotlib, seaborn) and of everything they need, taken from the course's ``requirements.txt``;
-* ``nbgrader_config.py``: the students' nbgrader settings: the course id and the course's Validate settings
-  (:mod:`attention_course.nbgrader_settings`, which the hub's student servers read too);
-* ``README.md``: how to install and start.
+  the notebooks import, and the course's Validate settings), and the Jupyter settings it installs into the
+  environment's ``etc/jupyter``: the course's nbgrader settings, and no Assignment List or Formgrader (offline);
+* ``requirements.txt``: the pins of what a student runs (JupyterLab, nbgrader's Validate, NumPy, PyTorch's CPU build,
+  Matplotlib, seaborn) and of everything they need, taken from the course's ``requirements.txt``;
+* ``nbgrader_config.py``: the same nbgrader settings, for a JupyterLab started in the folder;
+* ``README.md``: how to install (Linux, macOS, Windows), work, validate and hand in.
 """
 
 from __future__ import annotations
@@ -31,13 +32,26 @@ def _name(text: str) -> str:
     return re.sub(r"[-_.]+", "-", text).lower()
 
 
-def pins(path: Path) -> dict[str, str]:
-    """name -> "name==version" of a requirements file of pins."""
-    found = {}
+def pin_lines(path: Path) -> dict[str, list[str]]:
+    """name -> its pins in a requirements file, markers kept (PyTorch has one line per kind of machine)."""
+    found: dict[str, list[str]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()
-        if "==" in line:
-            found[_name(line.split("==", 1)[0].split("[", 1)[0])] = line
+        if "==" in line and not line.startswith("-"):
+            found.setdefault(_name(line.split("==", 1)[0].split("[", 1)[0].split(";", 1)[0].strip()), []).append(line)
+    return found
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> "name==version" of a requirements file of pins, the one whose marker holds on this machine."""
+    from packaging.requirements import Requirement
+
+    found = {}
+    for name, lines in pin_lines(path).items():
+        for line in lines:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate():
+                found[name] = line.split(";", 1)[0].strip()
     return found
 
 
@@ -70,19 +84,61 @@ def closure(roots: list[str], pinned: dict[str, str]) -> list[str]:
     return sorted(pinned[n] for n in seen)
 
 
-README = """# Attention from Scratch: the student bundle
+#: The PyTorch project's index of CPU builds (https://pytorch.org/get-started/locally/): PyPI's Linux torch is the CUDA
+#: build, with gigabytes of nvidia-* packages.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+#: Measured on Linux x86_64 with Python 3.11 (tests/test_bundle.py prints them): the wheels pip downloads, and the
+#: environment they make.
+DOWNLOAD_MB, TORCH_MB, INSTALLED_GB = 330, 192, 1.3
 
-The assignments are in `assignments/`. To work on them you need Python 3.11.
+README = """# Attention from Scratch: the assignments on your own computer
+
+`assignments/` holds {listing}. You need Python 3.11 (3.11.2 or later) and about {installed} GB of disk: pip
+downloads about {download} MB, {torch} MB of it PyTorch's CPU build (no graphics card is needed or used).
+
+## Install, once
+
+Open a terminal in this folder.
+
+Linux:
 
     python3.11 -m venv .venv
-    .venv/bin/pip install --no-deps -r requirements.txt ./package
-    .venv/bin/jupyter lab
+    .venv/bin/python -m pip install --extra-index-url {index} -r requirements.txt ./package
 
-Start JupyterLab from this folder: its `nbgrader_config.py` gives nbgrader's **Validate** button the course's
-settings. Open a notebook in `assignments/`, work through it, and press **Validate** before you hand it in:
-"Success" means every visible check passes. Hidden checks grade the same functions on other inputs.
+macOS (PyPI's PyTorch is the CPU build there):
 
-On the course's JupyterHub you need none of this: fetch the assignments from **Nbgrader > Assignment List**.
+    python3.11 -m venv .venv
+    .venv/bin/python -m pip install -r requirements.txt ./package
+
+Windows (PowerShell or Command Prompt):
+
+    py -3.11 -m venv .venv
+    .venv\\Scripts\\python -m pip install --extra-index-url {index} -r requirements.txt ./package
+
+The extra index is the PyTorch project's own, for its CPU build: without it, pip on Linux takes the CUDA build
+(gigabytes). Check the install with `.venv/bin/python -c "import torch; print(torch.__version__)"`
+(Windows: `.venv\\Scripts\\python`), which prints `2.13.0+cpu` (`2.13.0` on macOS).
+
+## Work
+
+    .venv/bin/jupyter lab          (Windows: .venv\\Scripts\\jupyter lab)
+
+Open a notebook in `assignments/`, work through it, and press **Validate** in the notebook's toolbar before you
+hand it in: "Success" means every visible check passes on your code. Hidden checks grade the same functions on
+other inputs, so an answer written for the visible example alone loses points. If Validate says a cell of the
+course's failed to import a package, the installation is at fault, not your answers: install again as above. A
+cell that runs out of time says so; on a loaded machine, validate again later.
+
+The course's nbgrader settings come with `./package` (Validate's limits, the checks' full messages). This bundle
+works offline: it has no Assignment List and no Formgrader.
+
+## Hand in
+
+Hand in each assignment's notebook file itself (`assignments/<assignment>/<notebook>.ipynb`), under its own name,
+where your instructor collects work. On the course's JupyterHub: fetch the assignment there from **Nbgrader >
+Assignment List**, copy your notebook's answers into it (or upload your file over it, same name), run Validate,
+and press **Submit**. Only your answer cells count: the course's cells are locked, and a changed one is graded as
+the course wrote it.
 """
 
 
@@ -95,37 +151,88 @@ c.CourseDirectory.course_id = COURSE_ID
 validate_settings(c)
 """
 
+#: The bundle's Jupyter settings, installed with ./package into <environment>/etc/jupyter (read wherever JupyterLab
+#: starts): offline, so no Assignment List, Formgrader, course list or Create Assignment; Validate on.
+SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {
+    "nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.assignment_list": False,
+    "nbgrader.server_extensions.course_list": False, "nbgrader.server_extensions.validate_assignment": True}}}
+PAGE_CONFIG = {"disabledExtensions": {f"@jupyter/nbgrader:{name}": True
+                                      for name in ("formgrader", "course-list", "create-assignment", "assignment-list")}}
 
-def write_bundle(course: Path = ROOT, out: Path | None = None) -> Path:
-    """Write the bundle folder and its zip into ``out`` (default ``<course>/bundle``); returns the zip's path."""
+PYPROJECT = """[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "attention-course"
+version = "0.1.0"
+description = "Checks, plots and data of the Attention from Scratch course, and its nbgrader settings"
+requires-python = ">=3.11"
+
+[tool.setuptools]
+packages = ["attention_course"]
+
+[tool.setuptools.data-files]
+"etc/jupyter" = ["jupyter/nbgrader_config.py", "jupyter/jupyter_server_config.json"]
+"etc/jupyter/labconfig" = ["jupyter/labconfig/page_config.json"]
+"""
+
+
+def released_assignments(course: Path) -> list[str]:
+    """The assignments released to students: those in the exchange's outbound folder of the course."""
+    from .course import COURSE_ID, exchange_root
+
+    outbound = Path(exchange_root(course)) / COURSE_ID / "outbound"
+    try:
+        names = {p.name for p in outbound.iterdir() if p.is_dir()}
+    except OSError:
+        return []
+    return [a for a in available(course) if a in names]
+
+
+def write_bundle(course: Path = ROOT, out: Path | None = None, assignments: list[str] | None = None) -> Path:
+    """Write the bundle folder and its zip into ``out`` (default ``<course>/bundle``); returns the zip's path. It holds
+    ``assignments``, or else those released to the exchange (:func:`released_assignments`)."""
+    import json
+
     out = out or course / "bundle"
     folder = out / NAME
+    chosen = assignments if assignments is not None else released_assignments(course)
+    if not chosen:
+        raise SystemExit("No assignment is released to the exchange yet: name the ones students get, "
+                         "make student-bundle ONLY='01_self_attention 02_multihead_attention' (or ONLY=all)")
+    if chosen == ["all"]:
+        chosen = available(course)
+    unknown = [a for a in chosen if not (course / "release" / a).is_dir()]
+    if unknown:
+        raise SystemExit(f"not in release/: {', '.join(unknown)} (make release first; the assignments are "
+                         f"{', '.join(available(course))})")
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    released = [a for a in available(course) if (course / "release" / a).is_dir()]
-    if not released:
-        raise SystemExit("release/ holds no assignment: run make release first")
-    for a in released:
+    for a in chosen:
         shutil.copytree(course / "release" / a, folder / "assignments" / a,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     package = folder / "package"
     shutil.copytree(ROOT / "attention_course", package / "attention_course",
                     ignore=shutil.ignore_patterns("grading", "__pycache__", "*.pyc"))
-    (package / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "attention-course"\nversion = "0.1.0"\n'
-        'description = "Checks, plots and data of the Attention from Scratch course"\nrequires-python = ">=3.11"\n\n'
-        '[tool.setuptools]\npackages = ["attention_course"]\n', encoding="utf-8")
-    lines = closure(STUDENT_PACKAGES, pins(ROOT / "requirements.txt"))
-    setuptools = pins(ROOT / "requirements.txt").get("setuptools")
-    if setuptools and setuptools not in lines:  # ./package builds with it
-        lines.append(setuptools)
+    (package / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    (package / "jupyter" / "labconfig").mkdir(parents=True)
+    (package / "jupyter" / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
+    (package / "jupyter" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=2) + "\n")
+    (package / "jupyter" / "labconfig" / "page_config.json").write_text(json.dumps(PAGE_CONFIG, indent=2) + "\n")
+    every = pin_lines(ROOT / "requirements.txt")
+    names = {line.split("==", 1)[0].strip().lower().replace("_", "-") for line in closure(STUDENT_PACKAGES, pins(ROOT / "requirements.txt"))}
+    names.add("setuptools")  # ./package builds with it
+    lines = sorted(line for name in names for line in every.get(_name(name), []))
     (folder / "requirements.txt").write_text(
         "# What a student runs (JupyterLab, nbgrader's Validate, NumPy, PyTorch CPU, Matplotlib, seaborn) and all it\n"
-        "# needs, pinned as the course pins them (and only them: install with --no-deps, as the README says).\n"
-        + "\n".join(sorted(lines)) + "\n", encoding="utf-8")
-    (folder / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
-    (folder / "README.md").write_text(README, encoding="utf-8")
+        "# needs, pinned as the course pins them. PyTorch: its CPU build (+cpu) from the PyTorch project's index on Linux\n"
+        "# and Windows (README.md gives the command), PyPI's on macOS.\n"
+        + "\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")  # for a JupyterLab started from this folder
+    listing = ", ".join(f"`{a}`" for a in chosen)
+    (folder / "README.md").write_text(README.format(listing=listing, index=TORCH_CPU_INDEX, download=DOWNLOAD_MB,
+                                                    torch=TORCH_MB, installed=INSTALLED_GB), encoding="utf-8")
     archive = out / f"{NAME}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
         for path in sorted(folder.rglob("*")):

@@ -244,6 +244,28 @@ def course_copy(dest: Path, instructor: str) -> None:
     subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(dest)], check=True)
 
 
+#: What the instructor's login shells run (her JupyterLab terminals, ssh): the shared environment first on PATH, and the
+#: class's exchange, so that every command the docs give (make autograde, nbgrader ..., python -m ...) is the course's.
+PROFILE = """
+# Attention from Scratch (make hub): the course's shared environment and the class's exchange
+export ATTENTION_ENV="{env}"
+export PATH="$ATTENTION_ENV/bin:$PATH"
+export NBGRADER_EXCHANGE_ROOT="{exchange}"
+"""
+
+
+def instructor_profile(instructor: str, env: Path, exchange: Path) -> None:
+    """Add :data:`PROFILE` to the instructor's ``~/.profile`` (read by her login shells: a JupyterLab terminal is
+    one, and so is an ssh session), as her own file."""
+    import pwd
+
+    user = pwd.getpwnam(instructor)
+    profile = Path(user.pw_dir) / ".profile"
+    with open(profile, "a", encoding="utf-8") as out:
+        out.write(PROFILE.format(env=env, exchange=exchange))
+    os.chown(profile, user.pw_uid, user.pw_gid)
+
+
 def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV_PREFIX, port: int = 8000,
               log=print) -> Class:
     """Users, course folder, exchange and hub settings of a trial class (root only). ``remove_class`` undoes it."""
@@ -260,6 +282,7 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
         course_copy(course, instructor)
         exchange = state / "exchange"
         prepare_exchange(exchange, COURSE_ID, instructor)
+        instructor_profile(instructor, env, exchange)
         klass = Class(state=str(state), env=str(env), exchange=str(exchange), course=str(course),
                       instructor=instructor, students=list(students), passwords=passwords, port=port,
                       hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
@@ -349,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<14} password {klass.passwords[name]:<18} {role}")
         print(f"\nThe instructor's course folder: {klass.course}; the exchange: {klass.exchange}."
               "\nRelease an assignment from the Formgrader (or a terminal: nbgrader release_assignment 01_self_attention)."
+              "\nHer terminals (JupyterLab: File > New > Terminal; or ssh) run the course's environment: make doctor,"
+              "\nmake autograde, make feedback, make grades, nbgrader ..., python -m attention_course.grading ..."
               "\nCtrl-C stops the hub and removes these users, their homes and the exchange.")
         stopping = []
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # Ctrl-C, kill, a closed terminal

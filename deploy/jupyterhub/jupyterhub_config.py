@@ -59,6 +59,9 @@ def per_role(spawner):
         spawner.cmd = ["/bin/sh", "-c", f'cd "{klass["course"]}" && exec "{ENV}/bin/jupyterhub-singleuser" "$@"',
                        "jupyterhub-singleuser"]
         spawner.environment["JUPYTER_CONFIG_PATH"] = f"{ENV}/etc/jupyter-instructor"
+        # her make, in the course folder, runs the shared environment (no .venv there); her terminals are login
+        # shells, whose PATH /etc/profile sets: her ~/.profile puts the environment first again (hub.instructor_profile)
+        spawner.environment["ATTENTION_ENV"] = ENV
     else:
         spawner.notebook_dir = "~"
 
