@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+from attention_course.grading.course import ROOT
 from attention_course.grading.service_queue import Queue, Writer
 
 LIMIT = 600.0
@@ -172,3 +176,44 @@ def test_a_student_who_floods_inbound_delays_herself_only(tmp_path):
     students = [r.student for r in service.queue._rows("")]
     assert students.count("eve") == 2 * PER_STUDENT and students.count("zed") == 1, students
     assert sum("not valid UTF-8" in line for line in said) == 1, said
+
+
+POOL_LOST_A_WORKER = """
+import sys, time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+
+from attention_course.grading.service_workers import drop_pool
+
+
+def slow(_):
+    time.sleep(60)
+
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+    first = pool.submit(slow, 0)
+    time.sleep(1)
+    waiting = [pool.submit(slow, b"x" * (4 << 20)) for _ in range(3)]  # megabytes, as the service's payload
+    while not pool._processes:
+        time.sleep(0.1)
+    time.sleep(1)
+    for process in list(pool._processes.values()):
+        process.kill()  # the worker dies (the OOM killer, a crash) while a call is being written to it
+    try:
+        first.result(timeout=30)
+    except BrokenProcessPool:
+        drop_pool(pool)
+        print("dropped", flush=True)
+"""
+
+
+def test_a_pool_that_lost_its_worker_is_dropped_without_hanging_the_service(tmp_path):
+    """Python 3.11.2 (Debian 12's) hangs at exit after a pool lost a worker while a big call was being written into
+    its pipe (the service's payload is megabytes): `drop_pool` closes that pipe's read end. Run with the course's
+    Python (.ci/run makes it Debian's): without the close, this process never ends."""
+    script = tmp_path / "pool.py"
+    script.write_text(POOL_LOST_A_WORKER)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.strip() == "dropped", run.stderr[-2000:]

@@ -328,6 +328,10 @@ def _local(course: Path, db_url: str, todo: list[Job], workers: int):
             try:
                 result = future.result()
             except Exception as exc:
+                if isinstance(exc, BrokenProcessPool):  # every call left fails now; never wait on the pool's pipe
+                    from .service_workers import drop_pool
+
+                    drop_pool(pool)
                 why = f"the grading worker died ({exc})" if isinstance(exc, BrokenProcessPool) else \
                     f"{type(exc).__name__}: {exc}"
                 result = {"success": False, "log": "", "error": why}

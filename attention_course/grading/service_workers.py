@@ -37,6 +37,23 @@ def _warm(payloads: list) -> str:
     return worker_name()
 
 
+def drop_pool(pool) -> None:
+    """End a process pool that lost a worker (or is no longer wanted) without waiting on it: its processes killed, and
+    the read end of its call queue closed, so that a call still being written into the pipe (the service's payload,
+    megabytes of notebooks, fills it) fails at once instead of blocking for ever. Python 3.11 before 3.11.5 (Debian
+    12's 3.11.2) otherwise hangs at exit, joining the pool's manager thread, which waits on that write (CPython
+    gh-94777, fixed in later releases; the fix closes the same end)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
+    reader = getattr(getattr(pool, "_call_queue", None), "_reader", None)
+    if reader is not None:
+        try:
+            reader.close()
+        except OSError:
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 class LocalWorkers:
     """Grading processes on this machine (spawned, each with its fork server): ``grade(payload, student, handin)``."""
 
@@ -63,9 +80,7 @@ class LocalWorkers:
     def broken(self) -> None:
         """The pool lost a worker (or the service stops): its processes ended, a new pool for what comes next."""
         if self.pool is not None:
-            for process in list(getattr(self.pool, "_processes", {}).values()):
-                process.kill()  # a hand-in being graded is graded again by the next pool (or the next run)
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            drop_pool(self.pool)  # a hand-in being graded is graded again by the next pool (or the next run)
             self.pool = None
 
     def close(self) -> None:
