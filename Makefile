@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
-# On the course's JupyterHub the instructor's servers and shells name the shared environment (ATTENTION_ENV, set by
-# make hub; docs/jupyterhub.md): her course folder then needs no .venv of its own.
+# On the course's JupyterHub the instructor's course folder names the shared environment (.attention-env, written by
+# make hub; or ATTENTION_ENV, which her servers and login shells set; docs/jupyterhub.md): it needs no .venv of its own,
+# and cron or `ssh host make autograde` find it too.
+ATTENTION_ENV ?= $(shell cat .attention-env 2> /dev/null)
 ifneq ($(ATTENTION_ENV),)
 ifeq ($(wildcard $(VENV)/.installed),)
 VENV := $(ATTENTION_ENV)
@@ -23,12 +25,15 @@ help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+ifeq ($(SHARED_ENV),yes)
+install:
+	@echo "This course folder runs the shared environment $(VENV) (ATTENTION_ENV or .attention-env): nothing to install. For a .venv of its own: ATTENTION_ENV= make install" >&2
+
+$(STAMP): requirements.txt
+	@echo "make: the shared environment $(VENV) is missing or older than requirements.txt: root builds it again (sudo make hub-env; docs/jupyterhub.md)" >&2; exit 1
+else
 install: $(STAMP) ## Create .venv with every pinned package (~3 min the first time, then instant)
 
-ifeq ($(SHARED_ENV),yes)
-$(STAMP):
-	@echo "make: $(STAMP) is missing: the shared environment is built by root (sudo make hub-env; docs/jupyterhub.md)" >&2; exit 1
-else
 $(STAMP): requirements.txt pyproject.toml tests/axe/package-lock.json tools/install_env.py
 	@# whole or not at all: a failed step removes .venv and says which package on which Python (tools/install_env.py)
 	@command -v $(PYTHON) > /dev/null || { echo "make install failed: $(PYTHON) not found: install Python 3.11 \
@@ -111,10 +116,12 @@ lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (fo
 	$(BIN)/jupyter lab --notebook-dir="$(CURDIR)" $(if $(filter 0,$(shell id -u)),--allow-root)
 
 hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructor and STUDENTS (default 2) as real Unix users, made and removed; loopback PORT (8000); Ctrl-C stops it (root; docs/jupyterhub.md)
+	@if [ "$(SHARED_ENV)" = yes ]; then echo "make $@ builds the shared environment from a .venv of the course's own, not from the shared one: ATTENTION_ENV= make $@" >&2; exit 1; fi
 	$(BIN)/python -m attention_course.grading.hub $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
 	  $(if $(HUB_ENV),--env $(HUB_ENV))
 
 hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~25 s the first time)
+	@if [ "$(SHARED_ENV)" = yes ]; then echo "make $@ builds the shared environment from a .venv of the course's own, not from the shared one: ATTENTION_ENV= make $@" >&2; exit 1; fi
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue); keep .venv and extensions.csv

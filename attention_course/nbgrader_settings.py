@@ -72,43 +72,60 @@ def course_execute() -> type:
                     if "didn't respond" not in str(exc) and "timed out" not in str(exc).lower():
                         raise
                     raise RuntimeError(
-                        f"The machine was too busy to start a Python kernel within {STARTUP_TIMEOUT} s. This says "
-                        "nothing about your notebook: run Validate again in a few minutes.") from exc
+                        f"No Python kernel answered within {STARTUP_TIMEOUT} s: the machine was too busy, or the "
+                        "kernel could not start or connect (a firewall that blocks connections on this computer "
+                        "itself, say). This says nothing about your answers: run Validate again in a few minutes, "
+                        "and if it says the same, tell your instructor.") from exc
 
         _made["execute"] = CourseExecute
     return _made["execute"]
 
 
 def course_cell_failed() -> type:
-    """After the notebook ran: where a cell of the course's (locked, no points) failed to import a package, every test
-    cell that failed after it starts its error with that cell's (the first one gives the whole traceback). Only an
-    import: a course's cell that fails otherwise may be running the student's code, and is not named."""
+    """After the notebook ran: where a cell of the course's (locked, no points, before the first answer cell) failed to
+    import a package, every test cell that failed after it starts its error with that cell's (the first one with the
+    whole traceback); a check that failed on a ``NameError`` (a name that cell would have made) says only that, any
+    other keeps its own error after the note. Only imports: a course's cell that fails otherwise may be running the
+    student's code, and is not named."""
     if "cell" not in _made:
         from nbconvert.preprocessors import Preprocessor
 
         class CourseCellFailed(Preprocessor):
             def preprocess(self, nb, resources):
-                broken, told = None, False
+                broken, told, answered = None, False, False
                 for index, cell in enumerate(nb.cells):
+                    meta = cell.metadata.get("nbgrader", {})
+                    answered = answered or bool(meta.get("solution"))
                     if cell.cell_type != "code":
                         continue
-                    meta = cell.metadata.get("nbgrader", {})
                     errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
                     if not errors:
                         continue
-                    if broken is None and meta.get("locked") and not meta.get("grade") and not meta.get("solution") \
-                            and errors[0].get("ename") in ("ImportError", "ModuleNotFoundError"):
+                    if broken is None and not answered and meta.get("locked") and not meta.get("grade") \
+                            and _import_failed(errors[0]):
                         first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-                        broken = (f"This check could not run: a cell of the course's above it (cell {index + 1}, "
-                                  f"starting {first[:60]!r}) failed first, with {errors[0].get('ename')}: "
-                                  f"{str(errors[0].get('evalue', ''))[:300]}. A package that does not import is the installation's "
-                                  "doing, not your answers: fix it (the README says how to install), then validate again.",
-                                  list(errors[0].get("traceback", [])))
+                        broken = (f"A cell of the course's above this check (cell {index + 1}, starting {first[:60]!r}) "
+                                  f"could not import a package: {errors[0].get('ename')}: "
+                                  f"{str(errors[0].get('evalue', ''))[:300]}. Look at the installation first (on "
+                                  "the course's hub: tell your instructor), or for a file of yours named like that "
+                                  "package; then validate again.", list(errors[0].get("traceback", [])))
                     elif broken is not None and meta.get("grade"):
                         for out in errors:
-                            out["traceback"] = [broken[0], *([] if told else ["", *broken[1]])]
+                            own = [] if out.get("ename") == "NameError" else ["", *out.get("traceback", [])]
+                            out["traceback"] = [broken[0], *([] if told else ["", *broken[1]]), *own]
                         told = True
                 return nb, resources
 
         _made["cell"] = CourseCellFailed
     return _made["cell"]
+
+
+def _import_failed(error: dict) -> bool:
+    """An import that failed: ImportError, or a library that would not load (``OSError`` on an import line: a DLL on
+    Windows, say)."""
+    if error.get("ename") in ("ImportError", "ModuleNotFoundError"):
+        return True
+    import re
+
+    trace = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.get("traceback", [])))
+    return error.get("ename") == "OSError" and re.search(r"^-*> *\d+ *(import|from) ", trace, re.M) is not None

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading.bundle import NAME, TORCH_CPU_INDEX, released_assignments, write_bundle
+from attention_course.grading.bundle import NAME, TORCH_CPU_INDEX, notebook_imports, released_assignments, write_bundle
 from attention_course.grading.course import COURSE_ID, ROOT, available
 from attention_course.nbgrader_settings import CELL_TIMEOUT, IOPUB_TIMEOUT, STARTUP_TIMEOUT
 from tools.submissions import read_notebook, solved_notebook, write_notebook
@@ -100,20 +100,21 @@ def test_the_bundle_holds_the_released_assignments_or_those_named(tmp_path, monk
     named = write_bundle(ROOT, tmp_path / "named", [A, second]).with_suffix("")
     assert sorted(p.name for p in (named / "assignments").iterdir()) == [A, second]
     assert len(list((write_bundle(ROOT, tmp_path / "all", ["all"]).with_suffix("") / "assignments").iterdir())) == len(available())
-    with pytest.raises(SystemExit, match="not in release/"):
-        write_bundle(ROOT, tmp_path / "bad", ["99_nothing"])
+    for bad in ("99_nothing", "../source/" + A):
+        with pytest.raises(SystemExit, match="not in release/"):
+            write_bundle(ROOT, tmp_path / "bad", [bad])
 
 
 def test_a_student_installs_the_bundle_as_its_readme_says_and_validates(tmp_path, student):
     if not DISTRIBUTION_PYTHON.exists():
         pytest.skip("no /usr/bin/python3.11 (.ci/run installs Debian's)")
-    archive = write_bundle(ROOT, tmp_path / "out", [A])
+    archive = write_bundle(ROOT, tmp_path / "out", ["all"])
     readme = archive.with_suffix("").joinpath("README.md").read_text()
     shipped = {n for n in __import__("zipfile").ZipFile(archive).namelist()}
     assert not [p for p in shipped if "/grading/" in p or "catalogue" in p or "/source/" in p], shipped
     requirements = archive.with_suffix("").joinpath("requirements.txt").read_text()
     pins = [line for line in requirements.splitlines() if line and not line.startswith("#")]
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\[\]-]+==[\w.+]+( ; sys_platform [!=]= \"\w+\")?", p) for p in pins), pins
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\[\]-]+==[\w.+]+( ; (sys_platform|os_name) [!=]= \"\w+\")?", p) for p in pins), pins
     assert 'torch==2.13.0+cpu ; sys_platform != "darwin"' in pins and 'torch==2.13.0 ; sys_platform == "darwin"' in pins
     names = {p.split("==")[0].lower() for p in pins}
     assert {"nbgrader", "jupyterlab", "numpy", "matplotlib", "seaborn"} <= names
@@ -140,6 +141,9 @@ def test_a_student_installs_the_bundle_as_its_readme_says_and_validates(tmp_path
     done = as_student(student, " && ".join(install), folder, **offline)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     python = folder / ".venv" / "bin" / "python"
+    imports = sorted(notebook_imports(list(folder.rglob("*.ipynb"))) - {"attention_course"})
+    every = as_student(student, f"{python} -c 'import {', '.join(imports)}'", home)
+    assert every.returncode == 0, every.stderr[-2000:]  # what the notebooks import is installed
     facts = json.loads(as_student(student, f"{python} -c '{FACTS}'", home).stdout)
     assert facts["python"] == "3.11.2" or not str(DISTRIBUTION_PYTHON).startswith("/usr/bin"), facts
     assert facts["torch"] == "2.13.0+cpu" and facts["grading"] is None, facts
@@ -165,7 +169,7 @@ def test_a_student_installs_the_bundle_as_its_readme_says_and_validates(tmp_path
     broken = validate(home / "work" / notebook.name, PYTHONPATH=str(home / "broken-torch"))
     assert FAILED in broken, broken[-2000:]
     first = broken.split("The error was:", 1)[1]
-    assert first.lstrip().startswith("This check could not run: a cell of the course's above it"), first[:1500]
+    assert first.lstrip().startswith("A cell of the course's above this check"), first[:1500]
     assert "ImportError: libcudnn.so.9" in first.split("The following cell failed", 1)[0], first[:3000]
     assert "NameError" not in first.split("The following cell failed", 1)[0], first[:3000]
 

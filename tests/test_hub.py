@@ -278,6 +278,12 @@ def test_a_term_on_jupyterhub_with_real_users():
         shell = subprocess.run(["runuser", "-l", teach, "-c", f"cd {klass.course} && make feedback && make grades"],
                                capture_output=True, text=True, timeout=600)
         assert shell.returncode == 0 and f"{A}: 2 page(s)" in shell.stdout, shell.stdout[-2000:] + shell.stderr[-3000:]
+        # and a shell that reads no profile (cron, ssh host make ...): the course folder's .attention-env
+        bare = subprocess.run(["runuser", "-u", teach, "--", "env", "-i", f"HOME={homes[teach]}", "PATH=/usr/bin:/bin",
+                               "LANG=C.UTF-8", "make", "-C", klass.course, "grades"], capture_output=True, text=True,
+                              timeout=600)
+        assert bare.returncode == 0 and bea in bare.stdout, bare.stdout[-2000:] + bare.stderr[-3000:]
+        assert not (Path(klass.course) / ".venv").exists(), "make built a .venv in the course folder"
         done = h.json(teach, "POST", f"/formgrader/api/assignment/{A}/release_feedback")
         assert done.get("success"), (done.get("error", "")[-2000:], done.get("log", "")[-2000:])
         for user in (ann, bea):

@@ -79,3 +79,11 @@ def test_a_failed_install_leaves_no_environment_and_says_why_in_one_line(tmp_pat
     assert len(lines) == 1 and "soupsieve==4.1.2 needs Python >=3.11.5" in lines[0], lines
     assert f"Python {version} ({python})" in lines[0] and ".venv removed" in lines[0], lines
     assert "No matching distribution" in (tmp_path / ".install.log").read_text()
+
+
+def test_an_index_out_of_reach_is_said_to_be_the_network():
+    said = ("WARNING: Retrying (Retry(total=0)) after connection broken by 'NewConnectionError(...: Failed to establish "
+            "a new connection: [Errno -2] Name or service not known')': /simple/numpy/\n"
+            "ERROR: Could not find a version that satisfies the requirement numpy==2.4.6 (from versions: none)\n"
+            "ERROR: No matching distribution found for numpy==2.4.6\n")
+    assert install_env.why_pip_failed(said).startswith("numpy==2.4.6: pip could not reach the package index")

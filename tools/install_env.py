@@ -41,6 +41,10 @@ def fail(line: str) -> None:
 def why_pip_failed(output: str) -> str:
     """One line out of pip's output: which requirement, and why where pip says it."""
     missing = re.findall(r"No matching distribution found for (\S+)", output)
+    offline = re.search(r"NewConnectionError|Failed to establish a new connection|Temporary failure in name resolution"
+                        r"|Network is unreachable|Could not fetch URL", output)
+    if missing and offline and "(from versions: none)" in output:
+        return f"{missing[-1]}: pip could not reach the package index (the network, or a proxy: see .install.log)"
     if missing:
         req = missing[-1]
         name, _, version = req.partition("==")
@@ -99,7 +103,14 @@ def install(venv: Path) -> None:
     if sys.version_info[:2] != TESTED and not os.environ.get("ALLOW_UNTESTED_PYTHON"):
         fail(f"{python_name()}: the course is tested on Python 3.11 only (README, \"Which Python\"); "
              "ALLOW_UNTESTED_PYTHON=1 make install to try it anyway")
-    if venv.exists():  # a half-made one from a run that was stopped
+    try:
+        import ensurepip  # noqa: F401  (venv needs it to put pip in; Debian ships it apart)
+    except ImportError:
+        fail(f"{python_name()} cannot make an environment with pip: install its venv module "
+             "(Debian and Ubuntu: sudo apt install python3.11-venv)")
+    if venv.exists():  # a half-made one from a run that was stopped; never a folder that is not an environment
+        if any(venv.iterdir()) and not (venv / "pyvenv.cfg").exists():
+            fail(f"{venv} exists and is not a virtual environment: move it away, or name another (VENV=...)")
         shutil.rmtree(venv)
     pins, torch = torch_pin(ROOT / "requirements.txt")
     with open(LOG, "w", encoding="utf-8") as log, tempfile.TemporaryDirectory() as scratch:

@@ -21,11 +21,51 @@ from pathlib import Path
 from .course import ROOT, available
 
 NAME = "attention-from-scratch-student"
-#: What a student runs; their dependencies come along.
+#: What a student runs; their dependencies come along, and so does every distribution a released notebook imports
+#: (:func:`notebook_imports`: threadpoolctl, say).
 STUDENT_PACKAGES = ["jupyterlab", "nbgrader", "numpy", "torch", "matplotlib", "seaborn"]
-#: Pinned in the course's list but left out on purpose (requirements.txt says why); a student's install leaves
-#: them out too.
+#: Left out of the course's own list on purpose (requirements.txt says why) but pinned for students: their install
+#: resolves dependencies (each system needs packages of its own), and jsonschema's extra that jupyter-events asks
+#: for brings these two along.
 LEFT_OUT = {"rfc3987-syntax", "lark"}
+STUDENT_EXTRA_PINS = ["lark==1.3.1", "rfc3987-syntax==1.1.0",
+                      # what other systems need (the course's machines, Linux, install none of them)
+                      'appnope==0.1.4 ; sys_platform == "darwin"', 'colorama==0.4.6 ; sys_platform == "win32"',
+                      'pywinpty==3.1.2 ; os_name == "nt"']
+
+
+def notebook_imports(notebooks: list[Path]) -> set[str]:
+    """The top-level modules the code cells of ``notebooks`` import (magics and shell lines left out)."""
+    import ast
+    import json
+
+    found: set[str] = set()
+    for path in notebooks:
+        for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+            if cell.get("cell_type") != "code":
+                continue
+            source = "".join(cell.get("source", ""))
+            source = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    found |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.add(node.module.split(".")[0])
+    return found
+
+
+def distributions_of(modules: set[str]) -> list[str]:
+    """The installed distributions that provide ``modules`` (the standard library's and the course's left out)."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    provided = packages_distributions()
+    return sorted({dist for module in modules - set(sys.stdlib_module_names) - {"attention_course"}
+                   for dist in provided.get(module, [])})
 
 
 def _name(text: str) -> str:
@@ -100,34 +140,38 @@ downloads about {download} MB, {torch} MB of it PyTorch's CPU build (no graphics
 
 Open a terminal in this folder.
 
-Linux:
+Linux (Debian and Ubuntu: `sudo apt install python3.11-venv` first; where the system has no Python 3.11, install
+one from python.org or your package manager):
 
     python3.11 -m venv .venv
     .venv/bin/python -m pip install --extra-index-url {index} -r requirements.txt ./package
 
-macOS (PyPI's PyTorch is the CPU build there):
+macOS on Apple silicon (PyPI's PyTorch is the CPU build there; PyTorch publishes no build of this version for Intel
+Macs: work on the course's JupyterHub instead):
 
     python3.11 -m venv .venv
     .venv/bin/python -m pip install -r requirements.txt ./package
 
-Windows (PowerShell or Command Prompt):
+Windows, in PowerShell or Command Prompt. Unzip this folder to a short path first (`C:\\\\afs`, say): some of
+PyTorch's file names are long, and Windows refuses paths over 260 characters unless long paths are enabled.
 
     py -3.11 -m venv .venv
     .venv\\Scripts\\python -m pip install --extra-index-url {index} -r requirements.txt ./package
 
-The extra index is the PyTorch project's own, for its CPU build: without it, pip on Linux takes the CUDA build
-(gigabytes). Check the install with `.venv/bin/python -c "import torch; print(torch.__version__)"`
-(Windows: `.venv\\Scripts\\python`), which prints `2.13.0+cpu` (`2.13.0` on macOS).
+The extra index is the PyTorch project's own, for its CPU build: without it, pip on Linux would look for the CUDA
+build (gigabytes) and find no `2.13.0+cpu`. Check the install with
+`.venv/bin/python -c "import torch; print(torch.__version__)"` (Windows: `.venv\\Scripts\\python`), which prints
+`2.13.0+cpu` (`2.13.0` on macOS). If an install went wrong, delete `.venv` and install again.
 
 ## Work
 
-    .venv/bin/jupyter lab          (Windows: .venv\\Scripts\\jupyter lab)
+Linux and macOS: `.venv/bin/jupyter lab`. Windows: `.venv\\Scripts\\jupyter lab`.
 
 Open a notebook in `assignments/`, work through it, and press **Validate** in the notebook's toolbar before you
 hand it in: "Success" means every visible check passes on your code. Hidden checks grade the same functions on
 other inputs, so an answer written for the visible example alone loses points. If Validate says a cell of the
-course's failed to import a package, the installation is at fault, not your answers: install again as above. A
-cell that runs out of time says so; on a loaded machine, validate again later.
+course's could not import a package, look at the installation (or for a file of yours named like that package)
+before your answers. A cell that runs out of time says so; on a loaded machine, validate again later.
 
 The course's nbgrader settings come with `./package` (Validate's limits, the checks' full messages). This bundle
 works offline: it has no Assignment List and no Formgrader.
@@ -157,10 +201,10 @@ SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {
     "nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.assignment_list": False,
     "nbgrader.server_extensions.course_list": False, "nbgrader.server_extensions.validate_assignment": True}}}
 PAGE_CONFIG = {"disabledExtensions": {f"@jupyter/nbgrader:{name}": True
-                                      for name in ("formgrader", "course-list", "create-assignment", "assignment-list")}}
+                                      for name in ("formgrader", "course-list", "create-assignment", "assignment-list", "menu")}}
 
 PYPROJECT = """[build-system]
-requires = ["setuptools>=64"]
+requires = ["setuptools==84.2.1"]
 build-backend = "setuptools.build_meta"
 
 [project]
@@ -203,7 +247,7 @@ def write_bundle(course: Path = ROOT, out: Path | None = None, assignments: list
                          "make student-bundle ONLY='01_self_attention 02_multihead_attention' (or ONLY=all)")
     if chosen == ["all"]:
         chosen = available(course)
-    unknown = [a for a in chosen if not (course / "release" / a).is_dir()]
+    unknown = [a for a in chosen if a not in available(course) or not (course / "release" / a).is_dir()]
     if unknown:
         raise SystemExit(f"not in release/: {', '.join(unknown)} (make release first; the assignments are "
                          f"{', '.join(available(course))})")
@@ -221,9 +265,10 @@ def write_bundle(course: Path = ROOT, out: Path | None = None, assignments: list
     (package / "jupyter" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=2) + "\n")
     (package / "jupyter" / "labconfig" / "page_config.json").write_text(json.dumps(PAGE_CONFIG, indent=2) + "\n")
     every = pin_lines(ROOT / "requirements.txt")
-    names = {line.split("==", 1)[0].strip().lower().replace("_", "-") for line in closure(STUDENT_PACKAGES, pins(ROOT / "requirements.txt"))}
+    roots = STUDENT_PACKAGES + distributions_of(notebook_imports(sorted((folder / "assignments").rglob("*.ipynb"))))
+    names = {_name(line.split("==", 1)[0]) for line in closure(roots, pins(ROOT / "requirements.txt"))}
     names.add("setuptools")  # ./package builds with it
-    lines = sorted(line for name in names for line in every.get(_name(name), []))
+    lines = sorted([line for name in names for line in every.get(name, [])] + STUDENT_EXTRA_PINS)
     (folder / "requirements.txt").write_text(
         "# What a student runs (JupyterLab, nbgrader's Validate, NumPy, PyTorch CPU, Matplotlib, seaborn) and all it\n"
         "# needs, pinned as the course pins them. PyTorch: its CPU build (+cpu) from the PyTorch project's index on Linux\n"

@@ -136,6 +136,12 @@ def fill_env(prefix: Path, requirements: list[Path], log=print) -> list[str]:
     if "pip" not in copied:
         subprocess.run([python, "-m", "ensurepip", "--default-pip"], check=True, capture_output=True)
     if len(copied) < len(wanted):
+        import sys
+
+        from .bundle import TORCH_CPU_INDEX
+
+        # PyTorch's CPU build (+cpu) is on the PyTorch project's index, not on PyPI (but on macOS)
+        index = ["--extra-index-url", TORCH_CPU_INDEX] if "torch" not in copied and sys.platform != "darwin" else []
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                        "--no-compile", *[a for path in requirements for a in ("-r", str(path))]], check=True)
+                        "--no-compile", *index, *[a for path in requirements for a in ("-r", str(path))]], check=True)
     return copied

@@ -115,6 +115,7 @@ def _build_env(prefix: Path, log) -> None:
         subprocess.run(["chmod", "-R", "a+rX,go-w", str(prefix)], check=True)
         stamp.write_text(key + "\n")
         log(f"shared environment ready in {time.monotonic() - started:.0f} s")
+    stamp.touch()  # current: a course folder's make takes an environment older than its requirements.txt as stale
     # the course package as it is now (a copy: every user reads it; the instructor's folder stays closed)
     site = prefix / "lib" / PY / "site-packages"
     for old in site.glob("attention_course*"):
@@ -283,6 +284,8 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
         exchange = state / "exchange"
         prepare_exchange(exchange, COURSE_ID, instructor)
         instructor_profile(instructor, env, exchange)
+        (course / ".attention-env").write_text(f"{env}\n")  # her make finds it from any shell, cron's too
+        shutil.chown(course / ".attention-env", instructor, instructor)  # (useradd --user-group: her own group)
         klass = Class(state=str(state), env=str(env), exchange=str(exchange), course=str(course),
                       instructor=instructor, students=list(students), passwords=passwords, port=port,
                       hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
