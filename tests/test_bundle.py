@@ -141,7 +141,7 @@ def test_a_student_installs_the_bundle_as_its_readme_says_and_validates(tmp_path
     done = as_student(student, " && ".join(install), folder, **offline)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     python = folder / ".venv" / "bin" / "python"
-    imports = sorted(notebook_imports(list(folder.rglob("*.ipynb"))) - {"attention_course"})
+    imports = sorted(notebook_imports(list((folder / "assignments").rglob("*.ipynb"))) - {"attention_course"})
     every = as_student(student, f"{python} -c 'import {', '.join(imports)}'", home)
     assert every.returncode == 0, every.stderr[-2000:]  # what the notebooks import is installed
     facts = json.loads(as_student(student, f"{python} -c '{FACTS}'", home).stdout)

@@ -97,6 +97,12 @@ class InstallError(Exception):
 
 
 def install(venv: Path) -> None:
+    if sys.prefix != sys.base_prefix:  # a virtual environment's Python (make puts .venv/bin first on PATH): its base
+        base = getattr(sys, "_base_executable", "")  # makes the new one; this one may be the environment replaced
+        if not base or os.path.abspath(base) == os.path.abspath(sys.executable):
+            fail(f"{python_name()} is a virtual environment's: name the Python to make .venv with, "
+                 "make install PYTHON=/usr/bin/python3.11")
+        os.execv(base, [base, __file__, str(venv)])
     if sys.version_info[:3] < OLDEST:
         fail(f"{python_name()} is older than the course supports (3.11.2 and later 3.11): "
              "PYTHON=/path/to/python3.11 make install")

@@ -1,10 +1,9 @@
 """Grade a whole class in parallel: ``python -m attention_course.grading autograde``.
 
 Each worker process loads nbgrader and the course configuration once, starts one fork server
-(:mod:`attention_course.grading.forkserver`) with numpy, torch and matplotlib imported, and
-then autogrades one submission after another with nbgrader's own ``Autograde`` converter, the
-same pipeline ``nbgrader autograde`` runs (sanitize, judged execution, ``SaveAutoGrades``, late
-penalties). Every notebook still gets a kernel process of its own, forked with the imports done.
+(:mod:`attention_course.grading.forkserver`) with numpy, torch and matplotlib imported, and then autogrades one
+submission after another with nbgrader's own ``Autograde`` converter, the same pipeline ``nbgrader autograde``
+runs (sanitize, judged execution, ``SaveAutoGrades``, late penalties): a kernel process of its own per notebook.
 
 A submission is skipped when it was graded before and nothing that decides its grade changed:
 its files, the assignment's source, the gradebook's copy of its tests and points, the course configuration
@@ -34,6 +33,7 @@ from pathlib import Path
 from . import trust
 from .course import PACKAGE_DIR, available, gradebook_url, unusable_folders
 from .gradebook import changed_scores, digest, refresh_tests, total_scores
+from .service_workers import drop_pool
 
 FINGERPRINT = ".autograde-fingerprint"
 
@@ -327,14 +327,11 @@ def _local(course: Path, db_url: str, todo: list[Job], workers: int):
         for future in as_completed(futures):
             try:
                 result = future.result()
+            except BrokenProcessPool as exc:  # every call left fails now: never wait on the pool's pipe
+                drop_pool(pool)
+                result = {"success": False, "log": "", "error": f"the grading worker died ({exc})"}
             except Exception as exc:
-                if isinstance(exc, BrokenProcessPool):  # every call left fails now; never wait on the pool's pipe
-                    from .service_workers import drop_pool
-
-                    drop_pool(pool)
-                why = f"the grading worker died ({exc})" if isinstance(exc, BrokenProcessPool) else \
-                    f"{type(exc).__name__}: {exc}"
-                result = {"success": False, "log": "", "error": why}
+                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
             yield futures[future], result
 
 
