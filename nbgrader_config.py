@@ -26,6 +26,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.course import CATALOGUE, COURSE_ID
 from attention_course.grading.executor import JudgedExecute
+from attention_course.grading.handgrades import KeepHandGrades
 from attention_course.grading.term import ApplyTerm, LatePolicy
 from attention_course.grading.nbgrader_ext import (
     DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
@@ -116,6 +117,7 @@ c.Autograde.autograde_preprocessors = [
     ClearMetadataPreprocessor,
     LimitOutput,
     SaveAutoGrades,
+    KeepHandGrades,  # a written answer graded by hand keeps its grade while its text is unchanged (handgrades.py)
     ApplyTerm,  # the due date and the student's extension, from c.Term below, into the gradebook
     AssignLatePenalties,
     CheckCellMetadata,

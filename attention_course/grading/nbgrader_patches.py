@@ -31,7 +31,8 @@ other nbgrader it stops with a message naming what it would patch, because each 
     stopping the whole release.
 ``Grade.manual_score`` / ``Grade.extra_credit``
     Kept within what the cell allows (:func:`.trust.capped_grade`) whoever sets them: the Formgrader's API,
-    a script, or a page that was made to call that API.
+    a script, or a page that was made to call that API. A manual score also records the text of the answer it was
+    given to (:func:`.handgrades.remember_manual_score`), so that a regrade keeps it while that text is unchanged.
 ``SubmissionHandler`` (Formgrader's submission page)
     Sent with a Content-Security-Policy whose scripts must carry a per-page nonce: the page's own do, and
     nothing rendered from a hand-in can (a second line of defence behind :func:`.trust.clean_html`).
@@ -47,7 +48,7 @@ from pathlib import Path
 
 import nbgrader
 
-from . import collect, formgrader_pages, trust
+from . import collect, formgrader_pages, handgrades, trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
@@ -355,6 +356,7 @@ def _gradebook() -> None:
 
     event.listen(Grade.manual_score, "set", manual, retval=True)
     event.listen(Grade.extra_credit, "set", extra, retval=True)
+    handgrades.install_events()
 
 
 # -- nbgrader's cell metadata checks ---------------------------------------------------------------
