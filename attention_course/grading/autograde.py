@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import trust
+from . import regrade, trust
 from .course import PACKAGE_DIR, available, gradebook_url, unusable_folders
 from .gradebook import changed_scores, digest, refresh_tests, total_scores
 from .service_workers import drop_pool
@@ -384,7 +384,7 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
     # what the gradebook lacks is registered first: a hand-in's fingerprint holds the gradebook's tests
     prepare_gradebook(course, db_url, course_id, [a for a in assignments if any((course / "submitted").glob(f"*/{a}"))],
                       set(), stream)
-    refresh_tests(course, db_url, course_id, assignments, register, stream)
+    refreshed = refresh_tests(course, db_url, course_id, assignments, register, stream)
     todo, skipped = plan(course, assignments, db_url, course_id, force)
     for name in unusable_folders(course):
         stream.write(f"Not graded: submitted/{ascii(name)} is not a plain student id (letters, digits, _ . @ + -); "
@@ -416,6 +416,7 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
         stream.write(f"{what} with {workers} worker(s)\n")
         results = _local(course, db_url, todo, workers)
     before = {a: total_scores(db_url, course_id, a) for a in sorted({j.assignment for j in todo})}
+    cells_before = regrade.snapshot(db_url, course_id, before)
     progress = Progress(len(todo), stream)
     progress.show()
     start = time.monotonic()
@@ -446,5 +447,10 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
     if summary["changed"]:
         stream.write(f"Scores changed by this run ({len(summary['changed'])}, before -> after): "
                      + ", ".join(f"{a}/{s} {old:g} -> {new:g}" for a, s, old, new in summary["changed"]) + "\n")
+    # every changed hand-in's page again, named as a change, released where the student had one
+    why = {a: "tests" if a in (refreshed or ()) else "again" if force else "grading" for a in before}
+    graded = {(j.assignment, j.student) for j in todo} - {tuple(label.split("/", 1)) for label in summary["failed"]}
+    after = {k: v for k, v in regrade.snapshot(db_url, course_id, before).items() if k in graded}
+    summary["reached"] = regrade.reach(course, regrade.record(db_url, course_id, cells_before, after, why), stream)
     return summary
 

@@ -213,16 +213,20 @@ class GetGradesShowPending(GetGrades):
         answers graded by hand after autograde count) and how late the hand-in was, in words."""
         from nbgrader.api import Gradebook
 
+        from .regrade import changes_of
         from .term import Term, late_words
 
         nb, resources = super().preprocess(nb, resources)
         info, term = resources["nbgrader"], Term(parent=self)
         with Gradebook(self.db_url) as gb:
-            late = term.seconds_late(gb.find_submission(self.assignment_id, self.student_id))
+            submission = gb.find_submission(self.assignment_id, self.student_id)
+            late = term.seconds_late(submission)
             notebook = gb.find_submission_notebook(self.notebook_id, self.assignment_id, self.student_id)
             info["late_penalty"] = term.penalty(notebook.score, late)
             info["score"] = notebook.score - info["late_penalty"]
             info["late_text"] = late_words(late)
+            # what a later run changed in this hand-in's score, as a sentence each (regrade.py)
+            info["regrades"] = changes_of(gb, submission)
         return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
