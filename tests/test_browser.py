@@ -345,7 +345,7 @@ def test_4b_instructor_grades_one_question_for_the_whole_class(world):
     from browser import REFLOW, audit, describe_violations
 
     lab, course = world["instructor"], world["course"]
-    scheme = question(ROOT, A, STEM, WRITTEN).items
+    scheme = question(ROOT, A, STEM, WRITTEN).lines  # every line that gives points, a part line among them
     bruno = gradebook_state(course, "bruno")
     assert bruno["manual"] is None, "bruno's written answer should still wait for grading"
     page = page_of(world)
@@ -367,16 +367,25 @@ def test_4b_instructor_grades_one_question_for_the_whole_class(world):
     pending = page.locator(f"section.answer[data-grade='{grade_id}']")
     ticks = pending.locator("input.tick-box")
     assert ticks.count() == len(scheme)
+    part = next(i for i, (_, _, of) in enumerate(scheme) if of is not None)  # a part of item `whole`
+    whole = next(i for i, (_, _, of) in enumerate(scheme) if of is None and i == part - 1)
     ticks.nth(0).check()
-    ticks.nth(1).check()
-    earned = scheme[0][0] + scheme[1][0]
-    expect(pending.locator(".status")).to_have_text(f"Saved: {earned:g} / 5.")
+    ticks.nth(whole).check()
+    earned = scheme[0][0] + scheme[whole][0]
+    expect(pending.locator(".status")).to_have_text(f"Saved: {earned:g} / 5, with its ticks.")
+    ticks.nth(part).check()  # the part instead of its whole: the whole is unticked
+    expect(ticks.nth(whole)).not_to_be_checked()
+    earned = scheme[0][0] + scheme[part][0]
+    expect(pending.locator(".status")).to_have_text(f"Saved: {earned:g} / 5, with its ticks.")
     assert pending.locator("input.score").input_value() == f"{earned:g}"
     pending.locator("textarea").fill("Names both keys; the 10·I and 0 cases are missing.")
     pending.locator("textarea").press("Tab")
     expect(pending.locator(".status")).to_have_text("Comment saved.")
     bruno = gradebook_state(course, "bruno")
     assert bruno["manual"] == earned and bruno["comment"] == "Names both keys; the 10·I and 0 cases are missing."
+    page.reload()  # a second grader sees which lines earned the points
+    again = page.locator(f"section.answer[data-grade='{grade_id}'] input.tick-box")
+    assert [again.nth(i).is_checked() for i in range(len(scheme))] == [i in (0, part) for i in range(len(scheme))]
     shot(page, "4b-question-page")
     page.goto(lab.url("formgrader/questions"))
     row = page.locator("tr").filter(has_text=WRITTEN)

@@ -29,12 +29,32 @@ def test_every_written_answer_has_a_mark_scheme_worth_its_points():
 def test_a_scheme_is_read_with_its_continuation_lines_and_its_problems_are_named():
     source = ("### BEGIN SOLUTION\nModel.\n### BEGIN MARK SCHEME\n- **2**: first part,\n  continued here.\n"
               "- **0.5**: second.\n### END MARK SCHEME\n### END SOLUTION")
-    model, items = marking.split(source)
-    assert model == "Model." and items == ((2.0, "first part, continued here."), (0.5, "second."))
+    model, items, partials = marking.split(source)
+    assert model == "Model." and items == ((2.0, "first part, continued here."), (0.5, "second.")) and not partials
     q = marking.Question("a", "nb", "answer_x", 3.0, "Why?", model, items)
     assert marking.problems(q) == ["a/nb answer_x: the mark scheme gives 2.5 points, the cell is worth 3"]
     bare = marking.Question("a", "nb", "answer_x", 3.0, "Why?", "Model.", ())
     assert "no mark scheme" in marking.problems(bare)[0]
+
+
+def test_every_line_that_gives_points_is_a_tick_and_a_part_gives_less_than_its_item():
+    source = ("### BEGIN SOLUTION\nModel.\n### BEGIN MARK SCHEME\n- **2**: the reason,\n  continued.\n"
+              "  - **1**: the keys without\n    the reason.\n- **1**: the case.\n### END MARK SCHEME\n### END SOLUTION")
+    model, items, partials = marking.split(source)
+    assert items == ((2.0, "the reason, continued."), (1.0, "the case.")), items
+    assert partials == ((0, 1.0, "the keys without the reason."),), partials
+    q = marking.Question("a", "nb", "answer_x", 3.0, "Why?", model, items, partials)
+    assert q.lines == [(2.0, "the reason, continued.", None), (1.0, "the keys without the reason.", 0),
+                       (1.0, "the case.", None)]
+    assert marking.problems(q) == []  # a partial line's points are not added to the total
+    assert "  - **1**: the keys without the reason." in marking.guide_markdown(q)
+    for text in ("the reason. (1 point for the keys alone.)", "the sum; slips lose 1 point.",
+                 "the reason (0.5 points for the keys)"):
+        inline = marking.Question("a", "nb", "answer_x", 3.0, "Why?", model, ((2.0, text), (1.0, "the case.")))
+        assert [p for p in marking.problems(inline) if "inside its text" in p], text
+    bigger = marking.Question("a", "nb", "answer_x", 3.0, "Why?", model, items, ((1, 1.0, "all of it"),))
+    assert marking.problems(bigger) == [
+        "a/nb answer_x: a partial line gives 1 points, its item 1: a part gives less than the whole"]
 
 
 def test_solved_hand_ins_carry_no_mark_scheme():

@@ -5,14 +5,16 @@ A written answer's master cell holds, inside its solution region, the model answ
     ### BEGIN SOLUTION
     The model answer, as a student would write it.
     ### BEGIN MARK SCHEME
-    - **2**: what earns these two points (and, in brackets, what earns part of them)
+    - **2**: what earns these two points
+      - **1**: what earns part of them instead (a partial line: its parent's points or its own, never both)
     - **1**: what earns this one
     ### END MARK SCHEME
     ### END SOLUTION
 
 The release never shows either (``ClearSolutions`` replaces the whole region); the posted solutions show the
 model answer without the scheme (nbgrader's ``ClearMarkScheme``). A scheme's points add up to the cell's points
-(:func:`problems`, checked for every master by ``make check``).
+(:func:`problems`, checked for every master by ``make check``), and every line that gives points is a line of its own,
+never a bracket in another's text: each is a tick on the question page.
 
 Graders meet the scheme in two places of the Formgrader, both served by the instructor's Jupyter server:
 
@@ -42,6 +44,9 @@ from .cells import cell_source, without_solution_markers
 
 BEGIN, END = "### BEGIN MARK SCHEME", "### END MARK SCHEME"
 _ITEM = re.compile(r"^- \*\*(?P<points>\d+(?:\.\d+)?)\*\*:\s*(?P<text>.*)$")
+_PARTIAL = re.compile(r"^\s+- \*\*(?P<points>\d+(?:\.\d+)?)\*\*:\s*(?P<text>.*)$")
+#: Points given in a line's text (as "(1 point for ...)" or "lose 1 point") instead of on a line of their own.
+_POINTS_IN_TEXT = re.compile(r"\(\s*\d+(?:\.\d+)?\s+points?\b|\blos(?:e|es|ing)\s+\d+(?:\.\d+)?\s+points?\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -55,23 +60,40 @@ class Question:
     prompt: str  # the Markdown cell before the answer
     model: str  # the model answer (Markdown)
     items: tuple[tuple[float, str], ...]  # the mark scheme: (points, what earns them)
+    partials: tuple[tuple[int, float, str], ...] = ()  # (the item it is part of, points, what earns them instead)
+
+    @property
+    def lines(self) -> list[tuple[float, str, int | None]]:
+        """Every line of the scheme that gives points, in the scheme's order: (points, text, the item a partial line
+        is part of, or None). A grader's ticks are indices into this list."""
+        found: list[tuple[float, str, int | None]] = []
+        for i, (points, text) in enumerate(self.items):
+            found.append((points, text, None))
+            found += [(p, t, i) for of, p, t in self.partials if of == i]
+        return found
 
 
-def split(source: str) -> tuple[str, tuple[tuple[float, str], ...]]:
-    """A written answer's master source as (model answer, mark scheme items)."""
+def split(source: str) -> tuple[str, tuple[tuple[float, str], ...], tuple[tuple[int, float, str], ...]]:
+    """A written answer's master source as (model answer, mark scheme items, partial lines: (item, points, text))."""
     text = without_solution_markers(source)
     if BEGIN not in text:
-        return text.strip(), ()
+        return text.strip(), (), ()
     model, rest = text.split(BEGIN, 1)
     scheme = rest.split(END, 1)[0]
     items: list[list] = []
+    partials: list[list] = []
+    last: list | None = None
     for line in scheme.splitlines():
-        m = _ITEM.match(line)
+        m, sub = _ITEM.match(line), _PARTIAL.match(line)
         if m:
-            items.append([float(m.group("points")), m.group("text").strip()])
-        elif line.strip() and items:  # a continuation line of the item above
-            items[-1][1] += " " + line.strip()
-    return model.strip(), tuple((p, t) for p, t in items)
+            last = [float(m.group("points")), m.group("text").strip()]
+            items.append(last)
+        elif sub and items:
+            last = [len(items) - 1, float(sub.group("points")), sub.group("text").strip()]
+            partials.append(last)
+        elif line.strip() and last is not None:  # a continuation line of the line above
+            last[-1] += " " + line.strip()
+    return (model.strip(), tuple((p, t) for p, t in items), tuple((i, p, t) for i, p, t in partials))
 
 
 def written_cells(nb: dict):
@@ -97,10 +119,10 @@ def questions(course: Path, assignment: str) -> list[Question]:
             one = []
             for i, cell in written_cells(nb):
                 prompt = next((cell_source(c) for c in reversed(cells[:i]) if c.get("cell_type") == "markdown"), "")
-                model, items = split(cell_source(cell))
+                model, items, partials = split(cell_source(cell))
                 meta = cell["metadata"]["nbgrader"]
                 one.append(Question(assignment, path.stem, meta["grade_id"], float(meta.get("points", 0)),
-                                    prompt.strip(), model, items))
+                                    prompt.strip(), model, items, partials))
             _MASTERS[key] = one
         found.extend(_MASTERS[key])
     return found
@@ -120,6 +142,12 @@ def problems(q: Question) -> list[str]:
     if abs(total - q.points) > 1e-9:
         found.append(f"{where}: the mark scheme gives {total:g} points, the cell is worth {q.points:g}")
     found += [f"{where}: a mark scheme item without text" for _, t in q.items if not t]
+    found += [f"{where}: a line gives points inside its text ({m.group(0).strip()}...): make it a partial line of its "
+              f"own, indented under its item (  - **1**: what earns it), so that it is a tick"
+              for _, t, _ in q.lines for m in [_POINTS_IN_TEXT.search(t)] if m]
+    found += [f"{where}: a partial line gives {p:g} points, its item {q.items[i][0]:g}: a part gives less than the whole"
+              for i, p, _ in q.partials if not 0 < p < q.items[i][0]]
+    found += [f"{where}: a partial line without text" for _, _, t in q.partials if not t]
     if not q.model:
         found.append(f"{where}: no model answer")
     return found
@@ -134,7 +162,8 @@ _LINK = re.compile(rf"<code>{_LINK_TOKEN}:([\w.-]+)/([\w.-]+)/([\w.-]+)</code>")
 
 def guide_markdown(q: Question) -> str:
     """The marking guide shown under a written answer in the Formgrader (Markdown)."""
-    scheme = "\n".join(f"- **{p:g}**: {t}" for p, t in q.items) or "- (no mark scheme in the master)"
+    scheme = "\n".join(("  " if of is not None else "") + f"- **{p:g}**: {t}"
+                       for p, t, of in q.lines) or "- (no mark scheme in the master)"
     return "\n\n".join([f"#### Marking guide: `{q.grade_id}` ({q.points:g} points; graders only)",
                          "**Model answer.**", q.model, f"**Mark scheme.**\n\n{scheme}",
                          f"`{_LINK_TOKEN}:{q.assignment}/{q.notebook}/{q.grade_id}`"])
@@ -230,22 +259,49 @@ def markdown_html(markdown: str) -> str:
 
 
 def class_answers(gradebook, q: Question, indices: dict, notebook_path) -> list[dict]:
-    """Every hand-in's answer to ``q``: number (the Formgrader's), ids, score, comment and the answer's HTML, in
-    the Formgrader's order. ``indices``: submission id -> the Formgrader's index; ``notebook_path(student)``: the
-    graded notebook's path."""
+    """Every hand-in's answer to ``q``: number (the Formgrader's), ids, score, comment, ticks, the grade it had before
+    its text changed (:mod:`.handgrades`) and the answer's HTML, in the Formgrader's order. ``indices``: submission
+    id -> the Formgrader's index; ``notebook_path(student)``: the graded notebook's path."""
+    from .handgrades import read_ticks, rows_for
+
+    kept = rows_for(gradebook.db, gradebook.course_id, q.assignment, q.notebook, q.grade_id)
     rows = []
     for nb in gradebook.notebook_submissions(q.notebook, q.assignment):
         grade = next((g for g in nb.grades if g.name == q.grade_id), None)
         if nb.id not in indices or grade is None:
             continue
         comment = next((c for c in nb.comments if c.name == q.grade_id), None)
+        hand = kept.get(nb.student.id)
+        previous = None
+        if hand is not None and hand.previous_score is not None and grade.needs_manual_grade:
+            previous = dict(score=hand.previous_score, comment=hand.previous_comment or "",
+                            ticks=read_ticks(hand.previous_ticks),
+                            when=hand.changed_at.strftime("%d %b %Y %H:%M UTC") if hand.changed_at else "")
         rows.append(dict(number=indices[nb.id] + 1, submission=nb.id, grade=grade.id,
                          comment=comment.id if comment else None,
                          score=grade.manual_score if grade.manual_score is not None else grade.auto_score,
                          extra=grade.extra_credit, pending=bool(grade.needs_manual_grade),
                          text=comment.manual_comment if comment and comment.manual_comment else "",
+                         ticks=read_ticks(hand.ticks) if hand is not None and grade.manual_score is not None else [],
+                         previous=previous,
                          html=answer_html(answer_sources(notebook_path(nb.student.id)).get(q.grade_id))))
     return sorted(rows, key=lambda r: r["number"])
+
+
+def valid_ticks(q: Question, ticks) -> list[int] | None:
+    """``ticks`` as the sorted line numbers of ``q``'s scheme they name, or None when they are not such a list (a
+    number out of range, twice, or a partial line ticked with its own item)."""
+    lines = q.lines
+    if not isinstance(ticks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ticks):
+        return None
+    if len(set(ticks)) != len(ticks) or not all(0 <= t < len(lines) for t in ticks):
+        return None
+    items = [i for i, (_, _, of) in enumerate(lines) if of is None]  # line number of each item
+    for t in ticks:
+        of = lines[t][2]
+        if of is not None and items[of] in ticks:
+            return None
+    return sorted(ticks)
 
 
 def escape(text) -> str:
@@ -342,7 +398,41 @@ def routes() -> list[tuple]:
                              pending=sum(r["pending"] for r in rows), only_pending=only_pending,
                              base_url=self.base_url, here=question_url(self.base_url, q),
                              prompt=markdown_html(q.prompt), model=markdown_html(q.model),
-                             items=[(p, inline_html(t)) for p, t in q.items]))
+                             items=[(p, inline_html(t)) for p, t in q.items],
+                             lines=[(p, inline_html(t), of) for p, t, of in q.lines]))
+
+    class TicksHandler(BaseHandler):
+        """``PUT /formgrader/question-ticks/<grade id>`` with ``{"ticks": [line numbers]}``: which lines of the mark
+        scheme a grader ticked for one written answer, kept with its grade (:mod:`.handgrades`); stored after the
+        score they add up (a score set afterwards, by any page, clears them)."""
+
+        @web.authenticated
+        @check_xsrf
+        @check_notebook_dir
+        def put(self, grade_id):
+            from nbgrader.api import MissingEntry
+
+            from .handgrades import row_of_grade
+
+            try:
+                grade = self.gradebook.find_grade_by_id(grade_id)
+            except MissingEntry:
+                raise web.HTTPError(404, "No such grade") from None
+            names = (grade.notebook.assignment.assignment.name, grade.notebook.notebook.name, grade.cell.name)
+            q = question(Path(self.coursedir.root), *names)
+            if q is None:
+                raise web.HTTPError(404, f"{grade.cell.name} is not a written question with a mark scheme")
+            ticks = valid_ticks(q, (self.get_json_body() or {}).get("ticks"))
+            if ticks is None:
+                raise web.HTTPError(400, f"ticks: a list of distinct line numbers from 0 to {len(q.lines) - 1}, "
+                                         "never a partial line with its own item")
+            if ticks and grade.manual_score is None:
+                raise web.HTTPError(409, "save the score before its ticks")
+            row_of_grade(self.gradebook.db, grade).ticks = json.dumps(ticks)
+            self.gradebook.db.commit()
+            self.set_header("Content-Type", "application/json")
+            self.write(json.dumps({"grade": grade.id, "ticks": ticks}))
 
     return [(r"/formgrader/questions/?", QuestionsHandler),
-            (r"/formgrader/questions/([^/]+)/([^/]+)/([^/]+)/?", QuestionHandler)]
+            (r"/formgrader/questions/([^/]+)/([^/]+)/([^/]+)/?", QuestionHandler),
+            (r"/formgrader/question-ticks/([^/]+)/?", TicksHandler)]
