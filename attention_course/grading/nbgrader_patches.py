@@ -317,7 +317,7 @@ def _release_feedback_copy_files(self) -> None:
     pattern = re.escape(os.path.sep).join([
         self.coursedir.format_path(self.coursedir.feedback_directory, "(?P<student_id>.*)",
                                    self.coursedir.assignment_id, escape=True), "(?P<notebook_id>.*).html"])
-    skipped = set()
+    skipped, released = set(), set()
     for page in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
         match = re.match(pattern, page)
         if match is None:
@@ -341,6 +341,11 @@ def _release_feedback_copy_files(self) -> None:
         temporary = os.path.join(self.dest_path, f"{checksum}-tmp.html")
         shutil.copy(page, temporary)
         shutil.move(temporary, os.path.join(self.dest_path, f"{checksum}.html"))  # atomically, as stock
+        released.add(student_id)
+    if released:  # a later hand-in's page, after a regrade, reaches these students too (regrade.reach)
+        from .regrade import mark_released
+
+        mark_released(self.coursedir.db_url, self.coursedir.course_id, self.coursedir.assignment_id, released)
 
 
 # -- the gradebook: scores within what a cell allows ------------------------------------------------

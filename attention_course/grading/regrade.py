@@ -8,7 +8,8 @@ hand-in of the run whose total changed:
   request), the totals before and after and each cell whose score moved;
 * :func:`reach` writes the hand-in's feedback page again where one was written before (``feedback/``), and
   releases it where the student already had one (a page under her hand-in's name in the exchange's ``feedback/``,
-  released by the instructor or by the grading service), so her Assignment List shows the feedback as updated;
+  released by the instructor or by the grading service, or a page of an earlier hand-in of hers released by
+  ``release_feedback``: :class:`ReleasedPage`), so her Assignment List shows the feedback as updated;
   it prints whom it reached and whose page waits for the instructor's own release.
 
 The page names the change at its top ("A test was corrected on 28 Nov 2026: 65 -> 61; test_softmax_values 10 -> 6"),
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nbgrader.api import Base
-from sqlalchemy import Column, DateTime, Float, Integer, String, Text
+from sqlalchemy import Column, DateTime, Float, Integer, String, Text, UniqueConstraint
 
 #: Why a run changed a hand-in's score, as its page says it.
 REASONS = {
@@ -50,6 +51,43 @@ class Regrade(Base):
     before = Column(Float, nullable=False)
     after = Column(Float, nullable=False)
     cells = Column(Text)  # JSON [[grade id, before, after], ...]
+
+
+class ReleasedPage(Base):
+    """A student was given a page of an assignment (``release_feedback``): a later hand-in's page reaches her too."""
+
+    __tablename__ = "course_released_page"
+    __table_args__ = (UniqueConstraint("course", "assignment", "student"),)
+
+    id = Column(Integer, primary_key=True)
+    course = Column(String(128), nullable=False)
+    assignment = Column(String(128), nullable=False)
+    student = Column(String(128), nullable=False)
+    at = Column(DateTime, nullable=False)
+
+
+def mark_released(db_url: str, course_id: str, assignment: str, students) -> None:
+    """Remember that these students were given a page of ``assignment`` (called by the course's release_feedback)."""
+    from nbgrader.api import Gradebook
+
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    with Gradebook(db_url, course_id) as gb:
+        for student in sorted(set(students)):
+            row = gb.db.query(ReleasedPage).filter_by(course=course_id, assignment=assignment,
+                                                      student=student).one_or_none()
+            if row is None:
+                gb.db.add(ReleasedPage(course=course_id, assignment=assignment, student=student, at=now))
+            else:
+                row.at = now
+        gb.db.commit()
+
+
+def had_released(db_url: str, course_id: str, assignment: str, student: str) -> bool:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url, course_id) as gb:
+        return gb.db.query(ReleasedPage).filter_by(course=course_id, assignment=assignment,
+                                                   student=student).first() is not None
 
 
 def snapshot(db_url: str, course_id: str, assignments) -> dict:
@@ -159,7 +197,8 @@ def reach(course: Path, rows: list[Regrade], stream=sys.stderr) -> dict:
     for assignment, student in todo:
         label = f"{assignment}/{student}"
         had_page = any((course / "feedback" / student / assignment).glob("*.html"))
-        released = released_page(course, assignment, student, outbound)
+        released = released_page(course, assignment, student, outbound) or had_released(
+            api.coursedir.db_url, api.coursedir.course_id, assignment, student)
         if not (had_page or released):
             continue
         made = api.generate_feedback(assignment, student, force=True)
