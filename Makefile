@@ -71,8 +71,9 @@ feedback: $(STAMP) ## Write HTML feedback for every autograded submission into f
 	    echo "$$a: $$(ls feedback/*/$$a/*.html 2> /dev/null | wc -l) page(s) in feedback/<student>/$$a/"; \
 	  fi; done
 
-grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import; refused while answers wait for grading by hand unless PROVISIONAL=1) (~5 s)
-	$(BIN)/python -m attention_course.grading table --csv grades.csv $(if $(PROVISIONAL),--provisional)
+grades: $(STAMP) ## Print the grade table; save grades.csv and grades-canvas.csv (Canvas import; refused while answers wait for grading by hand unless PROVISIONAL=1; a hand-in missing after its deadline is 0 there unless MISSING=blank) (~5 s)
+	$(BIN)/python -m attention_course.grading table --csv grades.csv $(if $(PROVISIONAL),--provisional) \
+	  $(if $(MISSING),--missing $(MISSING))
 
 report: $(STAMP) ## Score histograms, per-check pass rates and the similarity of hand-ins (report/index.html) (~15 s)
 	$(BIN)/python -m attention_course.grading similarity

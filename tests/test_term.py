@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from attention_course.grading.course import available, catalogue_path
 from tools.submissions import COMPLETE, load_catalogue, read_notebook, write_class, write_notebook
 
@@ -178,3 +180,131 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     pages = list((course / "exchange").rglob("feedback/*.html"))
     assert len(pages) == 3 * len(list((course / "source" / a).glob("*.ipynb"))), pages
 
+
+
+# --- Missing work (issue 59, item 3) -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_handed_in(tmp_path_factory):
+    """A class of two graded once, without a due date: ann handed CHANGED in (in 2020: on time for every due date
+    below), ben (on the class list, as a roster import puts him into the gradebook) did not. Yields the course and
+    its configuration as it came."""
+    from datetime import datetime, timezone
+
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading.course import gradebook_url
+    from attention_course.grading.trust.exchange import trusted_timestamp
+
+    course = new_course(tmp_path_factory.mktemp("term59"), [CHANGED])
+    release(course, [CHANGED])
+    with Gradebook(gradebook_url(course)) as gb:
+        gb.add_student("ben")
+    write_class(course, CHANGED, {"ann": COMPLETE})
+    (course / "submitted" / "ann" / CHANGED / "timestamp.txt").write_text(
+        trusted_timestamp(datetime(2020, 1, 6, tzinfo=timezone.utc)))
+    run = course_autograde(course, *ONE_WORKER)
+    assert "Graded 1," in run.stderr, run.stderr[-3000:]
+    yield course, (course / "nbgrader_config.py").read_text()
+
+
+def set_term(course, config: str, due, extensions: str = "") -> None:
+    """The course's due date of CHANGED (a datetime in UTC, or None: no due date) and its extensions CSV rows."""
+    term = f"\nc.Term.due = {{{CHANGED!r}: {due.strftime('%Y-%m-%d %H:%M:%S UTC')!r}}}\n" if due else ""
+    (course / "nbgrader_config.py").write_text(config + term)
+    (course / "extensions.csv").write_text("student,assignment,days\n" + extensions)
+
+
+def tables(course, **canvas) -> tuple[dict, dict]:
+    """The grade table's rows (student -> column -> cell) and the Canvas export's cells of CHANGED (student ->
+    cell), as `make grades` computes them from the course's configuration now."""
+    from attention_course.grading.course import canvas_table, gradebook_url, score_table
+    from attention_course.grading.term import course_term
+
+    header, rows = score_table(gradebook_url(course), [CHANGED], course, term=course_term(course))
+    columns, exported = canvas_table(gradebook_url(course), [CHANGED], course, provisional=True,
+                                     term=course_term(course), **canvas)
+    assert columns[-1] == CHANGED, columns
+    return {r[0]: dict(zip(header, r)) for r in rows}, {r[2]: r[-1] for r in exported[1:]}
+
+
+def test_a_hand_in_that_never_came_is_not_yet_due_before_the_deadline_and_blank_without_one(one_handed_in):
+    import csv
+    from datetime import datetime, timedelta, timezone
+
+    course, config = one_handed_in
+    column = next(h for h in tables(course)[0]["ann"] if h.startswith(CHANGED))
+    set_term(course, config, None)
+    rows, canvas = tables(course)
+    assert (rows["ben"][column], canvas["ben"], rows["ben"]["notes"]) == ("", "", ""), (rows, canvas)
+
+    set_term(course, config, datetime.now(timezone.utc) + timedelta(days=10))
+    table = course_command(course, "table", "--provisional")
+    grades = {r["student"]: r for r in csv.DictReader(open(course / "grades.csv"))}
+    exported = {r[2]: r[-1] for r in list(csv.reader(open(course / "grades-canvas.csv")))[2:]}
+    assert grades["ben"][column] == "not yet due" and exported["ben"] == "", (grades, exported)
+    assert "missing" not in grades["ben"]["notes"] and float(grades["ben"]["total"]) == 0, grades
+    assert float(exported["ann"]) == float(grades["ann"][column]) > 0, (grades, exported)
+    ben = next(line for line in table.stdout.splitlines() if line.startswith("ben "))
+    assert ben.split()[1:4] == ["not", "yet", "due"], table.stdout
+    assert "not yet due: not handed in yet; the deadline" in table.stdout and "missing" not in table.stdout, table.stdout
+
+
+def test_after_the_deadline_a_hand_in_that_never_came_is_missing_and_0_in_canvas_unless_asked(one_handed_in):
+    import csv
+    import shutil
+    from datetime import datetime, timedelta, timezone
+
+    course, config = one_handed_in
+    due = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(days=3)
+    set_term(course, config, due)
+    table = course_command(course, "table", "--provisional")
+    grades = {r["student"]: r for r in csv.DictReader(open(course / "grades.csv"))}
+    column = next(h for h in grades["ann"] if h.startswith(CHANGED))
+    exported = {r[2]: r[-1] for r in list(csv.reader(open(course / "grades-canvas.csv")))[2:]}
+    assert grades["ben"][column] == "missing" and exported["ben"] == "0", (grades, exported)
+    assert float(grades["ben"]["total"]) == 0 and float(exported["ann"]) == float(grades["ann"][column]) > 0, grades
+    assert grades["ben"]["notes"] == f"{CHANGED}: missing (due {due:%Y-%m-%d %H:%M} UTC)", grades["ben"]
+    assert not grades["ann"]["notes"], grades["ann"]
+    ben = next(line for line in table.stdout.splitlines() if line.startswith("ben "))
+    assert ben.split()[1] == "missing", table.stdout
+    assert "missing: not handed in by the deadline (extension included): counts 0" in table.stdout, table.stdout
+    assert f"ben: {CHANGED}: missing (due" in table.stdout, table.stdout
+    assert "1 missing hand-in(s) exported as 0" in table.stdout and "MISSING=blank" in table.stdout, table.stdout
+
+    blank = course_command(course, "table", "--provisional", "--missing", "blank")
+    exported = {r[2]: r[-1] for r in list(csv.reader(open(course / "grades-canvas.csv")))[2:]}
+    assert exported["ben"] == "" and float(exported["ann"]) > 0, exported
+    assert "1 missing hand-in(s) left blank, as asked" in blank.stdout, blank.stdout
+
+    course_command(course, "report")
+    page = (course / "report" / "index.html").read_text()
+    assert "1 submissions, mean" in page and "Not handed in: 1 missing after the deadline" in page, page
+    assert "(ben)" in page, page
+
+    # collected, not autograded yet: handed in, so not missing
+    shutil.copytree(course / "submitted" / "ann" / CHANGED, course / "submitted" / "ben" / CHANGED)
+    try:
+        rows, canvas = tables(course)
+        assert (rows["ben"][column], canvas["ben"]) == ("", ""), (rows, canvas)
+        assert "missing" not in rows["ben"]["notes"], rows["ben"]
+    finally:
+        shutil.rmtree(course / "submitted" / "ben")
+
+
+def test_an_extension_that_runs_past_now_keeps_a_hand_in_not_yet_due(one_handed_in):
+    from datetime import datetime, timedelta, timezone
+
+    course, config = one_handed_in
+    due = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(days=1)
+    set_term(course, config, due, f"ben,{CHANGED},3\n")  # ends in two days
+    rows, canvas = tables(course)
+    column = next(h for h in rows["ann"] if h.startswith(CHANGED))
+    assert (rows["ben"][column], canvas["ben"], rows["ben"]["notes"]) == ("not yet due", "", ""), (rows, canvas)
+
+    set_term(course, config, due, f"ben,{CHANGED},0.5\n")  # ended 12 hours ago
+    rows, canvas = tables(course)
+    assert (rows["ben"][column], canvas["ben"]) == ("missing", "0"), (rows, canvas)
+    assert rows["ben"]["notes"] == f"{CHANGED}: missing (due {due:%Y-%m-%d %H:%M} UTC, extension 0.5 days)", rows
+    assert tables(course, missing_zero=False)[1]["ben"] == "", "the option leaves a missing hand-in blank"

@@ -20,7 +20,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import ROOT, Provisional, available, canvas_table, gradebook_url, printable, score_table, write_csv
+from .course import (
+    MISSING, ROOT, Provisional, available, canvas_table, gradebook_url, printable, score_table, write_csv,
+)
 
 
 def main(argv=None) -> int:
@@ -46,6 +48,9 @@ def main(argv=None) -> int:
     table.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     table.add_argument("--provisional", action="store_true",
                        help="export to Canvas even scores with answers still to grade by hand (refused without it)")
+    table.add_argument("--missing", choices=("zero", "blank"), default="zero",
+                       help="a hand-in that never came, after the student's deadline (extension included), in the "
+                            "Canvas export: 0 (default, the usual LMS convention) or blank (Canvas leaves it unchanged)")
     report = sub.add_parser("report", help="write score histograms and per-check pass rates")
     report.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report/)")
     report.add_argument("--db", default=None, help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
@@ -140,7 +145,7 @@ def main(argv=None) -> int:
 
         term = course_term(course)
         term.check()
-        print(f"Wrote {write_report(db, available(course), out, term)}")
+        print(f"Wrote {write_report(db, available(course), out, term, course)}")
         return 0
     from .term import course_term
 
@@ -156,7 +161,8 @@ def main(argv=None) -> int:
     write_csv(csv_path, header, rows)
     canvas_path = args.canvas if args.canvas.is_absolute() else course / args.canvas
     try:
-        write_csv(canvas_path, *canvas_table(db, available(course), course, args.provisional, term))
+        write_csv(canvas_path, *canvas_table(db, available(course), course, args.provisional, term,
+                                             missing_zero=args.missing == "zero"))
     except Provisional as waiting:
         canvas_path.unlink(missing_ok=True)  # an older export must not pass for this one
         shown = ", ".join(waiting.waiting[:8]) + (f" and {len(waiting.waiting) - 8} more" if len(waiting.waiting) > 8
@@ -167,6 +173,11 @@ def main(argv=None) -> int:
         return 0
     said = " (provisional scores included, as asked: answers still wait for grading by hand)" \
         if args.provisional and any("*" in m for m in marks.values()) else ""
+    missing = sum(row.count(MISSING) for row in rows)
+    if missing:
+        said += (f"; {missing} missing hand-in(s) exported as 0 (`make grades MISSING=blank`, --missing blank, "
+                 "leaves them blank)" if args.missing == "zero" else
+                 f"; {missing} missing hand-in(s) left blank, as asked")
     print(f"\nSaved {csv_path} and {canvas_path} (for Canvas: Grades > Import){said}")
     return 0
 

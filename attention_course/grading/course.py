@@ -135,22 +135,56 @@ def cell_scores(db_url: str, assignment: str) -> dict:
 NOT_GRADED = "not graded"
 
 
+#: What the table, grades.csv and the report show for a hand-in that never came: :data:`MISSING` after the
+#: student's deadline (the due date plus their extension; 0 in the total and, by default, in the Canvas export),
+#: :data:`NOT_YET_DUE` before it (blank in the Canvas export: Canvas leaves it unchanged). Without a due date the
+#: cell stays blank.
+MISSING, NOT_YET_DUE = "missing", "not yet due"
+
+
+def utc_now():
+    """Now in UTC without its zone, as nbgrader stores dates (and :meth:`.term.Term.deadline` gives them)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def not_handed_in(term, course: Path, student: str, assignment: str, fallback=None, now=None) -> tuple[str, str]:
+    """(cell, note) for a student with no submission of ``assignment`` in the gradebook: (:data:`MISSING`, a note
+    with the due date and their extension) once their deadline (:meth:`.term.Term.deadline`; ``fallback``: the
+    gradebook's due date) has passed, (:data:`NOT_YET_DUE`, "") before it, ("", "") without a due date or while a
+    hand-in of theirs waits in ``submitted/`` for autograde (handed in, so not missing)."""
+    deadline = term.deadline(student, assignment, fallback)
+    if deadline is None or os.path.lexists(course / "submitted" / student / assignment):
+        return "", ""
+    if (now or utc_now()) < deadline:
+        return NOT_YET_DUE, ""
+    due = term.due_date(assignment) or fallback
+    extension = term.extension(student, assignment)
+    days = extension.total_seconds() / 86400 if extension else 0
+    said = f", extension {days:g} day{'' if days == 1 else 's'}" if days else ""
+    return MISSING, f"{assignment}: {MISSING} (due {due:%Y-%m-%d %H:%M} UTC{said})"
+
+
 def autograded(submission) -> bool:
     """Whether autograde recorded scores for a submission of the gradebook (one that failed has none at all)."""
     return any(g.auto_score is not None for nb in submission.notebooks for g in nb.grades)
 
 
 def score_table(db_url: str, assignments: list[str], course: Path = ROOT, marks: dict | None = None,
-                term=None) -> tuple[list[str], list[list]]:
+                term=None, now=None) -> tuple[list[str], list[list]]:
     """Per-student, per-assignment scores from the gradebook.
 
     Returns the header and one row per student: id, the final score of each assignment (after its late penalty;
-    blank where nothing was submitted, :data:`NOT_GRADED` where autograding did not finish), the total, the maximum,
-    the points lost for lateness, how many answers still wait for grading by hand (in the Formgrader), whether the
-    total is provisional (answers wait), and notes: each late hand-in (how late, score - penalty = final), the
-    problems that kept a hand-in from being graded (a missing or unreadable notebook) and what collect refused (a
-    hand-in in another's name, one dated in the future). ``marks``, if given, gets (student, assignment) -> "*"
-    (provisional), "L" (late) or "*L". ``term``: the course's :class:`.term.Term` (default: its configuration's).
+    where nothing was submitted :data:`MISSING` after the student's deadline, counting 0 in the total,
+    :data:`NOT_YET_DUE` before it, blank without a due date (:func:`not_handed_in`, at ``now``: default the current
+    time); :data:`NOT_GRADED` where autograding did not finish), the total, the maximum, the points lost for
+    lateness, how many answers still wait for grading by hand (in the Formgrader), whether the total is provisional
+    (answers wait), and notes: each late hand-in (how late, score - penalty = final), the problems that kept a
+    hand-in from being graded (a missing or unreadable notebook), what collect refused (a hand-in in another's name,
+    one dated in the future) and each missing hand-in (its due date and extension). ``marks``, if given, gets
+    (student, assignment) -> "*" (provisional), "L" (late) or "*L". ``term``: the course's :class:`.term.Term`
+    (default: its configuration's).
     """
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -160,6 +194,8 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT, marks:
     with Gradebook(db_url) as gb:
         graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
         maxima = {a: gb.find_assignment(a).max_score for a in graded}
+        duedates = {a: gb.find_assignment(a).duedate for a in graded}
+        now = now or utc_now()
         rows = []
         notebooks = {a: [nb.name for nb in gb.find_assignment(a).notebooks] for a in graded}
         refused = {a: trust.refusals(course, a) for a in graded}  # hand-ins collect would not take
@@ -171,18 +207,20 @@ def score_table(db_url: str, assignments: list[str], course: Path = ROOT, marks:
                 try:
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:
-                    row.append("")
+                    cell, note = not_handed_in(term, course, student.id, a, duedates[a], now)
+                    row.append(cell)  # a missing hand-in adds 0 to the total
+                    notes += [note] if note else []
                     continue
                 if not autograded(submission):
                     row.append(NOT_GRADED)
                     continue
-                now = standing(submission, term)
-                row.append(now.final)
-                total, lost, pending = total + now.final, lost + now.penalty, pending + now.pending
-                if now.seconds_late > 0:
-                    notes.append(f"{a}: {now.late_text()}, {now.score:g} - {now.penalty:g} = {now.final:g}")
+                held = standing(submission, term)
+                row.append(held.final)
+                total, lost, pending = total + held.final, lost + held.penalty, pending + held.pending
+                if held.seconds_late > 0:
+                    notes.append(f"{a}: {held.late_text()}, {held.score:g} - {held.penalty:g} = {held.final:g}")
                 if marks is not None:
-                    marks[(student.id, a)] = ("*" if now.provisional else "") + ("L" if now.penalty else "")
+                    marks[(student.id, a)] = ("*" if held.provisional else "") + ("L" if held.penalty else "")
             rows.append(row + [round(total, 2), sum(maxima.values()), round(lost, 2), pending,
                                "yes" if pending else "", "; ".join(notes)])
     for name in unusable_folders(course):
@@ -208,12 +246,14 @@ class Provisional(Exception):
 
 
 def canvas_table(db_url: str, assignments: list[str], course: Path = ROOT, provisional: bool = False,
-                 term=None) -> tuple[list[str], list[list]]:
+                 term=None, missing_zero: bool = True, now=None) -> tuple[list[str], list[list]]:
     """Final scores (after late penalties) in the layout of Canvas's gradebook import: the student columns, one
     column per assignment (new assignments to Canvas, named by their id), a "Points Possible" row first.
-    A student with no submission of an assignment, or one whose autograding did not finish, gets a blank cell, which
-    Canvas leaves unchanged. A score with answers still to grade by hand raises :class:`Provisional` (naming them)
-    unless ``provisional``: Canvas would show it as a final grade."""
+    A hand-in that never came gets 0 once it is :data:`MISSING` (after the student's deadline, :func:`not_handed_in`
+    at ``now``; the usual LMS convention), or a blank cell if not ``missing_zero``; a blank cell, which Canvas leaves
+    unchanged, before the deadline, without a due date, and where autograding did not finish. A score with answers
+    still to grade by hand raises :class:`Provisional` (naming them) unless ``provisional``: Canvas would show it as
+    a final grade."""
     from nbgrader.api import Gradebook, MissingEntry
 
     from .term import course_term, standing
@@ -223,6 +263,8 @@ def canvas_table(db_url: str, assignments: list[str], course: Path = ROOT, provi
     with Gradebook(db_url) as gb:
         graded = [a for a in assignments if any(x.name == a for x in gb.assignments)]
         maxima = [gb.find_assignment(a).max_score for a in graded]
+        duedates = {a: gb.find_assignment(a).duedate for a in graded}
+        now = now or utc_now()
         rows = [["Points Possible", "", "", "", ""] + [f"{m:g}" for m in maxima]]
         for student in sorted(gb.students, key=lambda s: s.id):
             name = ", ".join(p for p in (student.last_name, student.first_name) if p) or student.id
@@ -231,15 +273,16 @@ def canvas_table(db_url: str, assignments: list[str], course: Path = ROOT, provi
                 try:
                     submission = gb.find_submission(a, student.id)
                 except MissingEntry:
-                    row.append("")
+                    cell, _ = not_handed_in(term, course, student.id, a, duedates[a], now)
+                    row.append("0" if cell == MISSING and missing_zero else "")
                     continue
                 if not autograded(submission):
                     row.append("")
                     continue
-                now = standing(submission, term)
-                if now.provisional:
+                held = standing(submission, term)
+                if held.provisional:
                     waiting.append(f"{student.id}/{a}")
-                row.append(f"{now.final:g}")
+                row.append(f"{held.final:g}")
             rows.append(row)
     if waiting and not provisional:
         raise Provisional(waiting)
@@ -248,8 +291,9 @@ def canvas_table(db_url: str, assignments: list[str], course: Path = ROOT, provi
 
 def printable(header: list[str], rows: list[list], marks: dict) -> str:
     """:func:`score_table` as the terminal shows it: short assignment headers ("01 /95"), each score marked "*"
-    (answers wait for grading by hand: provisional) or "L" (after a late penalty), a legend, and the notes under
-    the table instead of a column, so that the table stays narrow."""
+    (answers wait for grading by hand: provisional) or "L" (after a late penalty), a legend (of those marks, and of
+    :data:`MISSING` and :data:`NOT_YET_DUE` where a cell says it), and the notes under the table instead of a column,
+    so that the table stays narrow."""
     first = header.index("total")
     names = [re.sub(r"^(\d+)_.*\(/(.*)\)$", r"\1 /\2", h) for h in header[1:first]]
     ids = [h.split(" ", 1)[0] for h in header[1:first]]
@@ -262,9 +306,17 @@ def printable(header: list[str], rows: list[list], marks: dict) -> str:
         body.append([row[0], *scores, f"{total:g}" if isinstance(total, (int, float)) else str(total),
                      f"-{row[first + 2]:g}" if row[first + 2] else "", str(row[first + 3] or "")])
     text = format_table(short, body)
+    legend, said = [], {str(v) for row in rows for v in row[1:first]}
     if any(marks.values()):
-        text += ("\n\n*  provisional: answers still wait for grading by hand (Formgrader); the score will rise"
-                 "\nL  after a late penalty (grades.csv and the notes below say how late and how much)")
+        legend += ["*  provisional: answers still wait for grading by hand (Formgrader); the score will rise",
+                   "L  after a late penalty (grades.csv and the notes below say how late and how much)"]
+    if MISSING in said:
+        legend.append(f"{MISSING}: not handed in by the deadline (extension included): counts 0 in the total; the "
+                      "notes give the due date")
+    if NOT_YET_DUE in said:
+        legend.append(f"{NOT_YET_DUE}: not handed in yet; the deadline (extension included) is still to come")
+    if legend:
+        text += "\n\n" + "\n".join(legend)
     notes = [f"  {row[0]}: {note}" for row in rows for note in str(row[-1]).split("; ") if note]
     if notes:
         text += "\n\nNotes:\n" + "\n".join(notes)

@@ -27,21 +27,31 @@ class CheckStats:
         return self.passed / self.graded if self.graded else 0.0
 
 
-def collect(db_url: str, assignment: str, term=None) -> tuple[list[float], float, list[CheckStats], dict]:
+def collect(db_url: str, assignment: str, term=None, course: Path | None = None, now=None
+            ) -> tuple[list[float], float, list[CheckStats], dict]:
     """Final scores (after late penalties, :func:`.term.standing`), the maximum, per-autograded-cell statistics of
-    one assignment, and how many hand-ins were penalised for lateness and are provisional."""
+    one assignment, how many hand-ins were penalised for lateness and are provisional, and which students' hand-ins
+    never came: "missing" after their deadline, "not yet due" before it (:func:`.course.not_handed_in` at ``now``;
+    ``course``: the course folder, whose ``submitted/`` holds hand-ins not autograded yet)."""
     from nbgrader.api import Gradebook
 
-    from .course import autograded
+    from .course import MISSING, NOT_YET_DUE, ROOT, autograded, not_handed_in, utc_now
     from .term import Term, standing
 
     term = term or Term()
+    now = now or utc_now()
     with Gradebook(db_url) as gb:
         a = gb.find_assignment(assignment)
-        standings = [standing(s, term) for s in gb.assignment_submissions(assignment) if autograded(s)]
+        submissions = gb.assignment_submissions(assignment)
+        standings = [standing(s, term) for s in submissions if autograded(s)]
         scores = [s.final for s in standings]
         counts = {"late": sum(1 for s in standings if s.penalty), "provisional": sum(1 for s in standings
                                                                                     if s.provisional)}
+        came = {s.student.id for s in submissions}
+        absent = {sid: not_handed_in(term, course or ROOT, sid, assignment, a.duedate, now)[0]
+                  for sid in sorted(s.id for s in gb.students) if sid not in came}
+        counts["missing"] = [sid for sid, cell in absent.items() if cell == MISSING]
+        counts["not yet due"] = [sid for sid, cell in absent.items() if cell == NOT_YET_DUE]
         stats = {}
         for nb in a.notebooks:
             sources = {c.name: c.source for c in nb.source_cells}
@@ -113,14 +123,30 @@ def checks_text(assignment: str, checks: list[CheckStats]) -> str:
             f"{len(low)} check{'s' if len(low) != 1 else ''} below 50%. The table below lists every check.")
 
 
-def write_report(db_url: str, assignments: list[str], out: Path, term=None) -> Path:
+def absent_text(counts: dict) -> str:
+    """The report's sentence on the hand-ins that never came ("" when none)."""
+    missing, waiting = counts.get("missing", []), counts.get("not yet due", [])
+    said = []
+    if missing:
+        said.append(f"{len(missing)} missing after the deadline and any extension, counted as 0 in the totals but "
+                    f"not in the figures ({', '.join(missing)})")
+    if waiting:
+        said.append(f"{len(waiting)} not yet due (the student's deadline is still to come)")
+    return f" Not handed in: {'; '.join(said)}." if said else ""
+
+
+def write_report(db_url: str, assignments: list[str], out: Path, term=None, course: Path | None = None) -> Path:
     """Write the PNGs and ``index.html`` into ``out``; returns the page's path. ``term``: the course's
-    :class:`.term.Term` (its late policy; default: none)."""
+    :class:`.term.Term` (its late policy and due dates; default: none); ``course``: its folder."""
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     for assignment in assignments:
-        scores, max_score, checks, counts = collect(db_url, assignment, term)
+        scores, max_score, checks, counts = collect(db_url, assignment, term, course)
+        absent = html.escape(absent_text(counts))
         if not scores:
+            if counts.get("missing"):  # nobody handed it in: no figures, but the missing hand-ins are said
+                sections.append(f"<section>\n<h2>{html.escape(assignment)}</h2>\n<p>No submissions.{absent}</p>\n"
+                                "</section>")
             continue
         hist, bars = plot(assignment, scores, max_score, checks, out)
         mean = sum(scores) / len(scores)
@@ -135,7 +161,7 @@ def write_report(db_url: str, assignments: list[str], out: Path, term=None) -> P
 <h2>{html.escape(assignment)}</h2>
 <p>{len(scores)} submissions, mean {mean:.1f} of {max_score:g} (final scores: after {counts["late"]} late
 penalt{"y" if counts["late"] == 1 else "ies"}; {counts["provisional"]} provisional, with answers still to grade by
-hand).{similar}</p>
+hand).{absent}{similar}</p>
 <img src="{hist.name}" alt="{html.escape(scores_text(assignment, scores, max_score))}">
 <img src="{bars.name}" alt="{html.escape(checks_text(assignment, checks))}">
 <table><caption>Autograded checks of {html.escape(assignment)}, the most failed first</caption>
