@@ -19,7 +19,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html student-bundle demo autograde serve feedback grades report similarity check test sweep audit bench bench-class bench-submit lab hub hub-env doctor clean
+.PHONY: help install release solutions solutions-html student-bundle demo autograde serve serve-reload feedback grades report similarity check test sweep audit bench bench-class bench-submit lab hub hub-env doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -63,6 +63,9 @@ autograde: $(STAMP) ## Autograde submitted/ in parallel, skipping unchanged hand
 serve: $(STAMP) ## Feedback at submit: grade each hand-in of the assignments in c.OnSubmit as it comes and release its page to the student; Ctrl-C stops (WORKERS=n, SCHEDULER=tcp://host:8786)
 	$(BIN)/python -m attention_course.grading serve $(if $(WORKERS),--workers $(WORKERS)) \
 	  $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(ACCEPT),--accept-missing $(ACCEPT))
+
+serve-reload: $(STAMP) ## Have the running grading service read nbgrader_config.py (c.OnSubmit, c.Term) and extensions.csv now, and print what it took or why it kept its settings (it also notices a change of either by itself); its log: service.log
+	$(BIN)/python -m attention_course.grading serve --reload
 
 feedback: $(STAMP) ## Write HTML feedback for every autograded submission into feedback/ (~5 s)
 	@for a in $(ASSIGNMENTS); do \
@@ -125,6 +128,6 @@ hub-env: $(STAMP) ## Build or refresh the environment every user's server runs o
 	@if [ "$(SHARED_ENV)" = yes ]; then echo "make $@ builds the shared environment from a .venv of the course's own, not from the shared one: ATTENTION_ENV= make $@" >&2; exit 1; fi
 	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
-clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue); keep .venv and extensions.csv
+clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue and log); keep .venv and extensions.csv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange bundle .grading-service
+	rm -rf gradebook.db grades.csv grades-canvas.csv collect-refused.jsonl report exchange bundle .grading-service service.log service.log.1

@@ -164,6 +164,9 @@ def test_a_student_who_floods_inbound_delays_herself_only(tmp_path):
         def _notice(self, row, title, paragraphs):
             pass
 
+        def _outcome(self, row, what):
+            said.append(what)
+
         def _owner(self, student):
             return None
 

@@ -8,7 +8,8 @@
 ``similarity`` ranks the pairs of hand-ins of an assignment by how much of their own code they share
            (report/similarity/<id>.json and .html).
 ``solutions-html`` renders the executed solutions (``make solutions``) as pages to post after the deadline.
-``serve``  grades each hand-in as it comes and releases its feedback to the student (``c.OnSubmit``).
+``serve``  grades each hand-in as it comes and releases its feedback to the student (``c.OnSubmit``); ``serve
+           --reload`` has the running service read its settings now.
 ``doctor`` shows which layers of the kernels' sandbox hold on this host, and how to add a missing one.
 ``student-bundle`` writes what students get (the released assignments, the student package, pins, Validate
            settings) as a folder and a zip in bundle/.
@@ -70,6 +71,9 @@ def main(argv=None) -> int:
     serve.add_argument("--accept-missing", default="", metavar="LAYER[,LAYER]",
                        help="grade even though these layers of the kernels' sandbox are missing (as autograde)")
     serve.add_argument("--once", action="store_true", help="stop when nothing waits to be graded")
+    serve.add_argument("--reload", action="store_true",
+                       help="ask the course's running service to read nbgrader_config.py and extensions.csv now, and "
+                            "print its answer (make serve-reload)")
     sub.add_parser("doctor", help="which layers of the kernels' sandbox hold on this host")
     bundle = sub.add_parser("student-bundle", help="what students get, as bundle/<name>/ and bundle/<name>.zip")
     bundle.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/bundle)")
@@ -92,8 +96,12 @@ def main(argv=None) -> int:
 
         return doctor_main(sandbox_settings(course), str(course / "nbgrader_config.py"))
 
+    if args.command == "serve" and args.reload:
+        from .service_main import ask_reload
+
+        return ask_reload(course)
     if args.command == "serve":
-        from .service import main as serve_main
+        from .service_main import main as serve_main
 
         accept = {name.strip() for name in args.accept_missing.split(",") if name.strip()}
         return serve_main(course, args.workers, args.scheduler, accept, args.once)

@@ -8,14 +8,15 @@ it in the sandbox in a scratch course of the worker's own (:mod:`.service_worker
 with nbgrader's ``Autograde`` (:func:`.cluster.recorder`: the service is the gradebook's one writer), writes the
 student's feedback page and releases it. The policy, the queue (on disk: a restart loses nothing, grades nothing
 twice, records no grade twice) and the limit are :mod:`.service_queue`'s; the pages a student gets before grading
-are :mod:`.service_pages`'. docs/grading.md, "Feedback at submit", says it for instructors.
+are :mod:`.service_pages`'. Its settings (``c.OnSubmit``, ``c.Term``, the extensions CSV) are read again between
+hand-ins when their files change or the instructor asks (``make serve-reload``), and kept when they do not load
+(:mod:`.service_settings`); its log, each hand-in's outcome in one line, is ``service.log`` in the course folder
+(:mod:`.service_log`). docs/grading.md, "Feedback at submit", says it for instructors.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,49 +25,44 @@ from . import trust
 from . import service_pages as pages
 from .service_pages import notice_page, publish, when
 from .gradebook import submission_score
-from .service_queue import STATE_DIR, Queue, Row, Writer, course_policy
+from .service_log import NAME as LOG_NAME
+from .service_log import moment, outcome
+from .service_queue import STATE_DIR, Queue, Row, Writer
 from .service_scan import Scan
+from .service_settings import Reloads, Settings
+from .service_settings import load as load_settings
 from .service_workers import DaskWorkers, LocalWorkers, LogStream
 
 #: How often a hand-in is tried again after its worker died or the grader's environment failed.
 ATTEMPTS = 3
 
 
-class Service(Scan):
+class Service(Scan, Reloads):
     """The grading service of one course (see the module's docstring). ``clock`` gives the time (the tests move it)."""
 
     def __init__(self, course: Path, workers: int | None = None, scheduler: str | None = None,
-                 accept: frozenset | set = frozenset(), db_url: str | None = None, log=None, clock=time.time):
-        from nbgrader.apps.baseapp import NbGrader
-
-        from .course import available, exchange_root, gradebook_url
-        from .term import course_term
+                 accept: frozenset | set = frozenset(), db_url: str | None = None, log=None, clock=time.time,
+                 settings: Settings | None = None, lock=None):
+        from .course import exchange_root, gradebook_url
 
         self.course = Path(course).resolve()
         os.chdir(self.course)
         said = log or (lambda text: print(f"[{datetime.now():%H:%M:%S}] {text}", flush=True))
         self.log = lambda text: said(trust.display_name(text))  # names from the exchange: control characters escaped
         self.clock = clock
-        self.policy = course_policy(self.course)
-        self.term = course_term(self.course)
-        self.term.check()
-        unknown = sorted(set(self.policy.assignments) - set(available(self.course)))
-        if unknown:
-            raise SystemExit(f"c.OnSubmit.assignments names no assignment of source/: {', '.join(unknown)}")
-        self.assignments = [a for a in available(self.course) if a in self.policy.assignments]
-        self.interval = self.policy.minutes_between * 60
+        self.folder = self.course / STATE_DIR
+        if lock is None:
+            from .service_main import one_service
+
+            lock = one_service(self.folder)
+        self._lock = lock
+        self.settings = settings or load_settings(self.course)  # SettingsError: the caller says why, and waits
+        self.app = self._nbgrader()
         self.db_url = db_url or gradebook_url(self.course)
-        app = NbGrader()
-        app.initialize([])
-        self.app = app
-        self.course_id = app.coursedir.course_id
+        self.course_id = self.app.coursedir.course_id
         self.exchange = Path(exchange_root(self.course)) / self.course_id
         self.inbound = self.exchange / "inbound"
         self.shared = self.exchange.parent.resolve() != (self.course / "exchange").resolve()
-        self.folder = self.course / STATE_DIR
-        self.folder.mkdir(exist_ok=True)
-        self.folder.chmod(0o700)
-        self._one_service()
         self.queue = Queue(self.folder / "queue.sqlite")
         self.writer = Writer(self.course)
         self.accept = set(accept)
@@ -79,19 +75,20 @@ class Service(Scan):
         self.payloads: dict[str, dict] = {}
         self.logins = trust.logins_table(self.course)
         self.unreadable: set[str] = set()  # folders of inbound/ whose names cannot be read: said once
+        self.said: dict[str, str] = {}  # entry -> the last outcome line said of it (each said once)
+        self.broken = ""  # why the course's settings on disk do not load now ("" when they do)
         from .collect import nbgrader_rules
 
-        self.ignore = nbgrader_rules(app.coursedir)  # what collect's copy leaves out, the look leaves out too
+        self.ignore = nbgrader_rules(self.app.coursedir)  # what collect's copy leaves out, the look leaves out too
 
-    def _one_service(self) -> None:
-        import fcntl
-
-        self._lock = open(self.folder / "service.lock", "a+")
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SystemExit(f"A grading service already runs for this course ({self.folder / 'service.lock'})") \
-                from None
+    def _outcome(self, row: Row | None, what: str) -> None:
+        """Say what became of a hand-in, in one line of the log (each outcome once)."""
+        if row is None:
+            return
+        line = outcome(row.student, row.assignment, row.seen, what)
+        if self.said.get(row.entry) != line:
+            self.said[row.entry] = line
+            self.log(line)
 
     # -- start and stop -------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -100,7 +97,7 @@ class Service(Scan):
         self.log(f"Grading service for {self.course} (exchange {self.exchange}); on submit: "
                  f"{', '.join(self.assignments) or 'nothing (c.OnSubmit.assignments is empty)'}; at most one graded "
                  f"hand-in per student and assignment every {self.policy.minutes_between:g} min; pages show "
-                 f"{self.policy.show!r}")
+                 f"{self.policy.show!r}; its log: {self.course / LOG_NAME}")
         check_sandbox(self.course, self.app, self.accept, LogStream(self.log))
         for row in self.queue.recover():  # a grade being recorded when the service stopped
             if self._recorded(row):
@@ -151,14 +148,18 @@ class Service(Scan):
 
     # -- one round -------------------------------------------------------------------------------------------
     def tick(self) -> bool:
+        self._check_settings()  # between hand-ins: nothing is half-decided under the old settings
         now = self.clock()
         if self.warming and all(future.done() for future in self.warming):
             self.warming = []
             self.log(f"Ready: {self.backend.capacity} worker(s) warm")
         worked = self.scan(now)
         for row, newer in self.queue.supersede():
+            self._outcome(row, f"replaced by a later hand-in ({newer}), which is the one graded")
             self._notice(row, *pages.replaced(row.seen))
         for row, at in self.queue.held(now, self.interval):
+            self._outcome(row, f"waiting: at most one graded hand-in every {self.policy.minutes_between:g} min; "
+                               f"next grading at {moment(at)}")
             self._notice(row, *pages.waiting(row.seen, self.policy.minutes_between, at))
         worked |= self._harvest()
         worked |= self._dispatch(now)
@@ -171,6 +172,10 @@ class Service(Scan):
         from .cluster import course_payload
         from .gradebook import refresh_tests
 
+        if self.broken and assignment in self.payloads:
+            return self.payloads[assignment]  # nbgrader_config.py does not load now: graded as under the one it had
+        if self.broken:
+            raise SystemExit(f"the course's settings do not load: {self.broken}")
         current = course_fingerprint(self.course, assignment)
         if self.payloads.get(assignment, {}).get("fingerprint") != current:
             prepare_gradebook(self.course, self.db_url, self.course_id, [assignment], set(), LogStream(self.log))
@@ -200,7 +205,7 @@ class Service(Scan):
         try:
             payload = self._payload(row.assignment)
         except SystemExit as exc:  # the course's own problem (a test that cannot be registered): not the student's
-            self.log(f"{row.assignment}: {exc}")
+            self._outcome(row, f"waiting: the course cannot grade it yet: {exc}")
             self.queue.retry(row.entry, f"the course: {exc}")
             return
         from .collect import handed_in
@@ -208,7 +213,7 @@ class Service(Scan):
         problem = self._collect(row)
         if problem.startswith("refused: "):
             self.queue.finish(row.entry, "refused", now, note=problem[len("refused: "):])
-            self.log(f"Refused {row.entry}: {problem[len('refused: '):]}")
+            self._outcome(row, f"not taken: {problem[len('refused: '):]}")
             self._notice(row, *pages.not_taken(row.seen, problem[len("refused: "):]))
             return
         if problem.startswith("error: "):  # the grader's own failure: tried again, behind the queue
@@ -216,12 +221,15 @@ class Service(Scan):
             self._again(self.queue.row(row.entry), problem)
             return
         if problem:
-            self.queue.finish(row.entry, "superseded" if problem.startswith("newer") else "failed", now, note=problem)
-            self.log(f"{row.entry}: not graded: {problem}")
+            replaced = problem.startswith("newer")
+            self.queue.finish(row.entry, "superseded" if replaced else "failed", now, note=problem)
+            self._outcome(row, f"replaced by a later hand-in: {problem}" if replaced else f"NOT GRADED: {problem}")
             return
         came, deadline = handed_in(self.course, row.student, row.assignment), self._deadline(row.student, row.assignment)
         if came is not None and deadline is not None and came > deadline:  # changed after the look that queued it
             self.queue.finish(row.entry, "late", now, note="changed after the deadline: for the instructor's commands")
+            self._outcome(row, f"late: changed at {moment(came)}, after the deadline ({moment(deadline)}); left to "
+                               "the instructor's commands")
             self._notice(row, *pages.late(came, deadline, changed=True))
             return
         prepare_gradebook(self.course, self.db_url, self.course_id, [row.assignment], {row.student},
@@ -230,6 +238,7 @@ class Service(Scan):
             handin = read_tree(self.course / "submitted" / row.student / row.assignment)
         except (OSError, ValueError) as exc:
             self.queue.finish(row.entry, "failed", now, note=f"the hand-in could not be read: {exc}")
+            self._outcome(row, f"NOT GRADED: the hand-in could not be read: {exc}")
             return
         self.queue.start(row.entry, now)
         self.flight[row.entry] = (self.backend.submit(payload, row.student, handin),
@@ -266,10 +275,13 @@ class Service(Scan):
 
     def _api(self):
         if self.api is None:
-            from .cluster import recorder
-
-            self.api = recorder(self.course, self.db_url)
+            self.api = self._recorder()
         return self.api
+
+    def _recorder(self):
+        from .cluster import recorder
+
+        return recorder(self.course, self.db_url)
 
     def _harvest(self) -> bool:
         """Record every hand-in whose worker has finished."""
@@ -294,7 +306,7 @@ class Service(Scan):
 
                 cause = failure_cause(result)
                 self.queue.finish(entry, "failed", self.clock(), note=cause)
-                self.log(f"{entry}: NOT GRADED: {cause}")
+                self._outcome(row, f"NOT GRADED: {cause}")
                 self._notice(row, *pages.not_graded(row.seen, result.get("unreadable", [])))
                 continue
             self._record(row, result, mark)
@@ -303,7 +315,7 @@ class Service(Scan):
     def _again(self, row: Row, why: str) -> None:
         if row.attempts >= ATTEMPTS:
             self.queue.finish(row.entry, "failed", self.clock(), note=f"the grader failed {row.attempts} times: {why}")
-            self.log(f"{row.entry}: NOT GRADED after {row.attempts} attempts: {why}")
+            self._outcome(row, f"NOT GRADED after {row.attempts} attempts of the grader: {why}")
             self._notice(row, *pages.not_graded(row.seen, []))
         else:
             self.queue.retry(row.entry, f"tried again: {why}", behind=self.clock())
@@ -325,7 +337,7 @@ class Service(Scan):
         if not recorded.get("success"):
             cause = failure_cause(recorded)
             self.queue.finish(row.entry, "failed", self.clock(), note=f"recording failed: {cause}")
-            self.log(f"{row.entry}: NOT RECORDED: {cause}")
+            self._outcome(row, f"NOT GRADED: its grade could not be recorded: {cause}")
             return
         folder = self.course / "autograded" / row.student / row.assignment
         if folder.is_dir():
@@ -363,9 +375,10 @@ class Service(Scan):
         if not released.get("success"):
             self.log(f"{row.entry}: its feedback was not released: {(released.get('error') or '')[-300:]}")
         self.queue.finish(row.entry, "done", self.clock(), score, max_score)
-        self.log(f"Graded {row.student}'s hand-in of {row.assignment}: {score:g} / {max_score:g}; feedback released "
-                 f"{self.clock() - row.seen:.1f} s after it came ({timing + ', ' if timing else ''}feedback "
-                 f"{time.monotonic() - started:.1f} s)")
+        waiting = f", {pending} written answer(s) to grade by hand" if pending else ""
+        self._outcome(row, f"graded {score:g} / {max_score:g}{waiting}; feedback released "
+                           f"{self.clock() - row.seen:.1f} s after it came ({timing + ', ' if timing else ''}feedback "
+                           f"{time.monotonic() - started:.1f} s)")
 
     def _notice(self, row: Row | None, title: str, paragraphs: list[str]) -> None:
         """Publish a notice as the feedback of the hand-in ``row`` (:func:`.service_pages.publish`), once per text."""
@@ -385,21 +398,3 @@ class Service(Scan):
             self.log(f"{row.entry}: its page waits: {waits}")
         else:
             self.queue.told(row.entry, text)
-
-
-def main(course: Path, workers: int | None, scheduler: str | None, accept: set[str], once: bool) -> int:
-    stopping = []
-
-    def stop(*_):
-        stopping.append(1)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
-    service = Service(course, workers, scheduler, accept)
-    counts = service.serve(once=once, stop=lambda: bool(stopping))
-    service.log("Stopped; the queue: " + ", ".join(f"{state} {n}" for state, n in sorted(counts.items())))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(Path.cwd(), None, None, set(), False))

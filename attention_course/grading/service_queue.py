@@ -273,7 +273,8 @@ class Writer:
 
 # -- the instructor's policy ---------------------------------------------------------------------------
 class OnSubmit(Configurable):
-    """Feedback at submit (``c.OnSubmit.<name>`` in nbgrader_config.py; the service reads it when it starts)."""
+    """Feedback at submit (``c.OnSubmit.<name>`` in nbgrader_config.py; the service reads it when it starts and again
+    when the file changes: :mod:`.service_settings`)."""
 
     assignments = List(Unicode(), help="Assignment ids graded as they are handed in (none: the service grades "
                                        "nothing). After an assignment's deadline the instructor's commands take "
@@ -284,14 +285,3 @@ class OnSubmit(Configurable):
                 help="What a page before the deadline shows: 'page' (the course's feedback page: scores and the "
                      "message of each failed check, never hidden tests) or 'score' (the score alone).").tag(config=True)
     poll_seconds = Float(1.0, help="How often the exchange is looked at.").tag(config=True)
-
-
-def course_policy(course: Path) -> OnSubmit:
-    """The course's :class:`OnSubmit`, as its ``nbgrader_config.py`` sets it."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    try:
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
-    except Exception:
-        config = None
-    return OnSubmit(config=config) if config is not None else OnSubmit()

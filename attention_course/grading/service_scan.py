@@ -7,7 +7,7 @@ import os
 
 from . import service_pages as pages
 from . import trust
-from .service_pages import when
+from .service_log import moment
 from .service_queue import settled
 
 #: How many new folders of one student, and of everyone, one round looks at (a student who floods ``inbound/``
@@ -16,7 +16,8 @@ PER_STUDENT, PER_ROUND = 3, 200
 
 
 class Scan:
-    """Queues new folders of ``inbound/`` (the service's ``inbound``, ``queue``, ``assignments`` and notices)."""
+    """Queues new folders of ``inbound/`` (the service's ``inbound``, ``queue``, ``assignments``, notices and outcome
+    lines)."""
 
     def scan(self, now: float) -> bool:
         """Queue every new folder of ``inbound/`` of an assignment on submit."""
@@ -58,7 +59,7 @@ class Scan:
                 secret, _, _ = trust.inbound_view(self.inbound, entry["entry"], self._owner(entry["student"]))
                 self.queue.add(entry["entry"], assignment, entry["student"], now, "refused", entry["why"],
                                secret or "")
-                self.log(f"Refused {entry['entry']}: {entry['why']}")
+                self._outcome(self.queue.row(entry["entry"]), f"not taken: {entry['why']}")
                 self._notice(self.queue.row(entry["entry"]), *pages.not_taken(now, entry["why"]))
             for entry in taken:
                 self._queue(entry, assignment)
@@ -70,14 +71,16 @@ class Scan:
         secret, _, _ = trust.inbound_view(self.inbound, entry.name, entry.uid)
         if not trust.plain_id(entry.student):  # nbgrader reads ids as globs: never collected by the service
             self.queue.add(entry.name, assignment, entry.student, seen, "refused", "not a plain student id")
-            self.log(f"Refused {entry.name}: not a plain student id")
+            self._outcome(self.queue.row(entry.name), "not taken: not a plain student id")
             return
         deadline = self._deadline(entry.student, assignment)
         if deadline is not None and seen > deadline:
             self.queue.add(entry.name, assignment, entry.student, seen, "late",
                            "after the deadline: for the instructor's commands", secret or "")
+            self._outcome(self.queue.row(entry.name), f"late: after the deadline ({moment(deadline)}, extension "
+                                                      "included); left to the instructor's commands")
             self._notice(self.queue.row(entry.name), *pages.late(seen, deadline))
             return
         self.queue.add(entry.name, assignment, entry.student, seen, secret=secret or "")
-        self.log(f"Queued {entry.student}'s hand-in of {assignment} ({when(seen)})")
+        self._outcome(self.queue.row(entry.name), "waiting to be graded")
 

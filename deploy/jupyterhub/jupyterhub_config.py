@@ -85,7 +85,9 @@ c.JupyterHub.services = [{"name": "class-admin", "api_token": klass["api_token"]
 
 # -- feedback at submit: the grading service, run by the hub as the instructor ---------------------------------
 # It grades each hand-in of the assignments the course's nbgrader_config.py puts on submit (c.OnSubmit) and releases
-# its feedback to the student; the hub starts it with the hub and starts it again if it exits. Its log is the hub's.
+# its feedback to the student; the hub starts it with the hub and starts it again if it exits. Its output goes to the
+# hub's log (root's); its own log, each hand-in's outcome in one line, is service.log in her course folder, and she has
+# it read a changed nbgrader_config.py or extensions.csv (it notices by itself) with `make serve-reload`.
 if klass.get("grading_service", True):
     c.JupyterHub.services.append({
         "name": "grading",
