@@ -391,3 +391,79 @@ def _feedback_at_submit(h: Hub, klass: hub.Class, homes: dict, teach: str, ann: 
     pages = {p.read_text() for p in (homes[ann] / B / "feedback").rglob("*.html")}
     assert len(pages) == 2 and any("Next grading at" in p for p in pages), [p[:300] for p in pages]
     assert restarted and len([r for r in _queue(klass) if r["state"] == "done"]) == 1
+
+
+def test_stopping_a_trial_keeps_the_instructors_work(tmp_path):
+    """``make hub``'s stop (:func:`hub.remove_class` with ``save_to``) on an instructor made here with a course folder of
+    made-up work: her gradebook, grades, feedback, hand-ins, settings, the service's log and her changed sources are
+    copied into a root-only ``hub-trial-*`` folder before her account goes; a link to a root-only file and a pipe she
+    left are not followed; and where the copy cannot be made, her home stays."""
+    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
+        pytest.skip("needs root, useradd and runuser: the trial's users are real Unix users")
+    tag = os.getpid() % 100000
+    teach, stud, other = f"keep{tag}", f"kstu{tag}", f"kfail{tag}"
+    hub.make_users([teach, stud, other])
+    try:
+        def course_of(user: str) -> tuple[Path, hub.Class]:
+            home = Path(os.path.expanduser("~" + user))
+            course = home / COURSE_ID
+            work = {"gradebook.db": b"SQLite format 3\0 her grades", "grades.csv": b"student,01\nann,42\n",
+                    f"feedback/ann/{A}/{NOTEBOOK[:-6]}.html": b"<p>42</p>", f"autograded/ann/{A}/{NOTEBOOK}": b"{}",
+                    f"submitted/ann/{A}/{NOTEBOOK}": b"{}", "extensions.csv": b"student,assignment,days\nann,01,2\n",
+                    "nbgrader_config.py": b"c = get_config()\n", "service.log": b"[...] Hand-in: ann graded 42 / 50\n",
+                    ".grading-service/queue.sqlite": b"queue", ".grading-service/work/scratch.ipynb": b"not kept",
+                    f"source/{A}/{NOTEBOOK}": (hub.ROOT / "source" / A / NOTEBOOK).read_bytes() + b" ",  # her fix
+                    f"source/{B}/{NOTEBOOK_B}": (hub.ROOT / "source" / B / NOTEBOOK_B).read_bytes(),  # as shipped
+                    "README.md": b"the course's own, not hers"}
+            for rel, data in work.items():
+                (course / rel).parent.mkdir(parents=True, exist_ok=True)
+                (course / rel).write_bytes(data)
+            (course / "grades-canvas.csv").symlink_to("/etc/shadow")  # a link among the kept names: never followed
+            (course / "feedback" / "ann" / "shadow").symlink_to("/etc/shadow")
+            os.mkfifo(course / "submitted" / "ann" / "pipe")  # would block a copy that opened it to read
+            subprocess.run(["chown", "-R", f"{user}:{user}", str(home)], check=True)
+            state = tmp_path / f"state-{user}"
+            (state / "hub").mkdir(parents=True)
+            return course, hub.Class(state=str(state), env="/nonexistent", exchange=str(state / "exchange"),
+                                     course=str(course), instructor=user, students=[stud] if user == teach else [])
+
+        course, klass = course_of(teach)
+        hers = subprocess.Popen(["runuser", "-u", teach, "--", "sleep", "300"])  # her server, still running
+        said: list[str] = []
+        started = time.monotonic()
+        saved = hub.remove_class(klass, save_to=tmp_path, log=said.append)
+        assert time.monotonic() - started < 60 and hers.wait(10) is not None
+        for user in (teach, stud):
+            with pytest.raises(KeyError):
+                pwd.getpwnam(user)
+        assert not course.exists() and not Path(klass.state).exists()
+        assert saved is not None and saved.parent == tmp_path and saved.name.startswith("hub-trial-"), saved
+        assert said == [f"The instructor's work (gradebook, grades, feedback, hand-ins, settings, the service's log) "
+                        f"is kept in {saved}/ (root's; README.txt says what it holds)."], said
+        st = saved.stat()
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
+        kept = {str(p.relative_to(saved)) for p in saved.rglob("*") if p.is_file() or p.is_symlink()}
+        assert kept == {"README.txt", "gradebook.db", "grades.csv", f"feedback/ann/{A}/{NOTEBOOK[:-6]}.html",
+                        f"autograded/ann/{A}/{NOTEBOOK}", f"submitted/ann/{A}/{NOTEBOOK}", "extensions.csv",
+                        "nbgrader_config.py", "service.log", ".grading-service/queue.sqlite",
+                        f"source/{A}/{NOTEBOOK}"}, kept
+        assert (saved / "gradebook.db").read_bytes() == b"SQLite format 3\0 her grades"
+        assert (saved / "source" / A / NOTEBOOK).read_bytes().endswith(b" ")
+        assert all(p.stat().st_uid == 0 and not stat.S_IMODE(p.stat().st_mode) & 0o077 for p in saved.rglob("*"))
+        readme = (saved / "README.txt").read_text()
+        assert all(name in readme for name in ("grades-canvas.csv", "feedback/ann/shadow", "submitted/ann/pipe")), \
+            readme
+
+        # the copy cannot be made (its folder is a file): her home stays, her account goes
+        course, klass = course_of(other)
+        said.clear()
+        blocked = tmp_path / "a-file"
+        blocked.write_text("")
+        assert hub.remove_class(klass, save_to=blocked, log=said.append) is None
+        with pytest.raises(KeyError):
+            pwd.getpwnam(other)
+        assert (course / "gradebook.db").read_bytes() == b"SQLite format 3\0 her grades"
+        assert len(said) == 1 and "could NOT be copied out" in said[0] and str(course.parent) in said[0], said
+        shutil.rmtree(course.parent)
+    finally:
+        hub.remove_users([teach, stud, other])

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .course import COURSE_ID, ROOT
 from .environment import compile_tree, fill_env
+from .hub_trial import save_work
 
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 #: Where the shared environment goes unless told otherwise: outside every home, readable by every user.
@@ -190,9 +191,10 @@ def make_users(names: list[str]) -> dict[str, str]:
     return passwords
 
 
-def remove_users(names: list[str]) -> None:
-    """Remove users this class made: their processes, their homes, and what they left in the temporary folder
-    (the scratch folders of the kernels their servers ran when the hub stopped them, which userdel leaves)."""
+def remove_users(names: list[str], keep_home: frozenset | set = frozenset()) -> None:
+    """Remove users this class made: their processes, their homes (but those of ``keep_home``), and what they left in
+    the temporary folder (the scratch folders of the kernels their servers ran when the hub stopped them, which userdel
+    leaves)."""
     import pwd
     import tempfile
 
@@ -203,7 +205,7 @@ def remove_users(names: list[str]) -> None:
         except KeyError:
             continue
         subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name], capture_output=True)
     uids.discard(0)
     for entry in (e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)) if uids else ():
         try:
@@ -297,9 +299,29 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
     return klass
 
 
-def remove_class(klass: Class) -> None:
-    remove_users([klass.instructor, *klass.students])
+def remove_class(klass: Class, save_to: Path | None = None, log=print) -> Path | None:
+    """Remove the class's users, their homes and the class's folder. With ``save_to``, first copy the instructor's work
+    out (:func:`save_work`, once her processes are gone) and say where; if that fails, her home is kept (her account is
+    removed) and the line says so. Returns the folder the work went to, or None."""
+    saved = None
+    keep = set()
+    if save_to is not None:
+        subprocess.run(["pkill", "-KILL", "-u", klass.instructor], capture_output=True)  # nothing of hers writes on
+        for _ in range(50):
+            if subprocess.run(["pgrep", "-u", klass.instructor], capture_output=True).returncode != 0:
+                break
+            time.sleep(0.2)
+        try:
+            saved = save_work(klass, save_to)
+            log(f"The instructor's work (gradebook, grades, feedback, hand-ins, settings, the service's log) is kept "
+                f"in {saved}/ (root's; README.txt says what it holds).")
+        except Exception as exc:  # her work is never removed unsaved
+            keep.add(klass.instructor)
+            log(f"The instructor's work could NOT be copied out ({type(exc).__name__}: {exc}): her home "
+                f"{Path(klass.course).parent} is kept (her account is removed); copy what you need, then remove it.")
+    remove_users([klass.instructor, *klass.students], keep_home=keep)
     shutil.rmtree(klass.state, ignore_errors=True)
+    return saved
 
 
 def start_hub(klass: Class, log_file: Path | None = None) -> subprocess.Popen:
@@ -377,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
               "\nRelease an assignment from the Formgrader (or a terminal: nbgrader release_assignment 01_self_attention)."
               "\nHer terminals (JupyterLab: File > New > Terminal; or ssh) run the course's environment: make doctor,"
               "\nmake autograde, make feedback, make grades, nbgrader ..., python -m attention_course.grading ..."
-              "\nCtrl-C stops the hub and removes these users, their homes and the exchange.")
+              "\nHer grading service's log: service.log in her course folder; make serve-reload reads its settings now."
+              "\nCtrl-C stops the hub and removes these users, their homes and the exchange; the instructor's work"
+              f"\n(gradebook, grades, feedback, hand-ins) is copied first into {Path.cwd()}/hub-trial-<date>/.")
         stopping = []
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # Ctrl-C, kill, a closed terminal
             signal.signal(sig, lambda *_: stopping.append(1))
@@ -388,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if proc is not None:
             stop_hub(proc)
-        remove_class(klass)
+        remove_class(klass, save_to=Path.cwd())
         print("Stopped; users and their homes removed.")
     return 0
 
