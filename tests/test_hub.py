@@ -392,6 +392,14 @@ def _feedback_at_submit(h: Hub, klass: hub.Class, homes: dict, teach: str, ann: 
     assert len(pages) == 2 and any("Next grading at" in p for p in pages), [p[:300] for p in pages]
     assert restarted and len([r for r in _queue(klass) if r["state"] == "done"]) == 1
 
+    # the service's log is hers, in her course folder, a line per outcome; she has it read its settings from her terminal
+    log = course / "service.log"
+    assert (log.stat().st_uid, stat.S_IMODE(log.stat().st_mode)) == (pwd.getpwnam(teach).pw_uid, 0o600)
+    text = log.read_text()
+    assert f"Hand-in: {ann}, {B}, handed in " in text and f": graded {row['score']:g} / " in text, text[-3000:]
+    status, said = h.terminal(teach, "make serve-reload")
+    assert status == 0 and "Settings reloaded (make serve-reload asked)" in said, said[-3000:]
+
 
 def test_stopping_a_trial_keeps_the_instructors_work(tmp_path):
     """``make hub``'s stop (:func:`hub.remove_class` with ``save_to``) on an instructor made here with a course folder of
