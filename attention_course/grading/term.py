@@ -4,6 +4,13 @@ extensions in a CSV the instructor edits), and applied by nbgrader's own late-su
 * :class:`ApplyTerm` (an autograde step before ``AssignLatePenalties``) writes the assignment's due date and the
   student's extension into the gradebook, so every way of grading (``make autograde``, stock ``nbgrader
   autograde``, the Formgrader, a Dask cluster's client) sees the same deadline.
+* :class:`ReleaseDueDate` (the last step of ``generate_assignment``) writes the due date into the gradebook at the
+  release too (the Formgrader lists it from then on) and states it in a cell at the top of each released notebook;
+  :func:`due_date_at_exchange_release` (``release_assignment``, installed by :mod:`.nbgrader_patches`) writes it again
+  and warns when ``release/`` states another date. nbgrader's Assignment List cannot show a due date (its JupyterLab
+  extension renders the assignment's name, course, notebooks and hand-in times only), so the notebook says it and
+  the student's feedback page gives her own deadline (:func:`deadline_sentences`): the extensions never leave the
+  instructor's side except on the page of the student they belong to.
 * :class:`LatePolicy` (``AssignLatePenalties.plugin_class``) is the penalty: a share of the score for each day or
   part of a day late, capped.
 * :func:`standing` is what the grade table, the CSVs, the report and the feedback page show of a hand-in: score,
@@ -51,6 +58,16 @@ class Term(Configurable):
         if not text:
             return None
         return parse_utc(_zoned(assignment, str(text)))
+
+    def due_words(self, assignment: str, fallback: datetime | None = None, extension: timedelta | None = None) -> str:
+        """The due date of ``assignment`` (plus ``extension``) for people, in the zone ``c.Term.due`` gives it in
+        (else ``fallback``, the gradebook's, in UTC); "" without a due date."""
+        due = self.due_date(assignment)
+        zone, label = _zone_of(str(self.due[assignment])) if due is not None else (None, "UTC")
+        due = due or fallback
+        if due is None:
+            return ""
+        return when_words(due + (extension or timedelta(0)), zone, label)
 
     def check(self) -> None:
         """Stop with a clear message where a due date or the extensions CSV cannot be read (before any grading)."""
@@ -110,7 +127,43 @@ def _zoned(assignment: str, text: str) -> str:
     if not known:
         raise ValueError(f"c.Term.due[{assignment!r}] = {text!r}: give the date with its zone, for example "
                          "'2027-01-22 17:00:00 Europe/London' or '2027-01-22T17:00:00+00:00'")
+    if zone is not None and zone.lstrip("+-").isdigit():  # nbgrader reads "+0100" there as 100 seconds
+        raise ValueError(f"c.Term.due[{assignment!r}] = {text!r}: nbgrader reads a number after the time as seconds, "
+                         "not hours: give the offset in the ISO form, for example '2027-01-22T17:00:00+01:00'")
     return text
+
+
+def _zone_of(text: str):
+    """The zone a due date of ``c.Term.due`` (checked by :func:`_zoned`) is written in, and its name for people."""
+    import dateutil.parser
+    import dateutil.tz
+
+    parts = text.split(" ")
+    if len(parts) == 3:
+        return dateutil.tz.gettz(parts[2]), parts[2]
+    zone = dateutil.parser.isoparse(text).tzinfo
+    minutes = round(zone.utcoffset(None).total_seconds() / 60)
+    sign = "+" if minutes >= 0 else "-"
+    return zone, f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}" if minutes else "UTC"
+
+
+def when_words(moment: datetime, zone=None, label: str = "UTC") -> str:
+    """``moment`` (UTC, without its zone, as nbgrader stores it) for people, in ``zone`` (named ``label``):
+    "Friday 22 January 2027, 17:00 (Europe/London)"."""
+    from datetime import timezone
+
+    local = moment.replace(tzinfo=timezone.utc).astimezone(zone or timezone.utc)
+    return f"{local:%A} {local.day} {local:%B %Y}, {local:%H:%M} ({label})"
+
+
+def span_words(span: timedelta) -> str:
+    """An extension in words: "3 days", "1.5 days", "1 day", "12 hours"."""
+    days = span.total_seconds() / 86400
+    if abs(days) < 1:
+        hours = round(days * 24, 1)
+        return f"{hours:g} hour{'' if hours == 1 else 's'}"
+    days = round(days, 2)
+    return f"{days:g} day{'' if days == 1 else 's'}"
 
 
 def read_extensions(path: Path) -> dict[tuple[str, str], timedelta]:
@@ -148,6 +201,100 @@ class ApplyTerm(NbGraderPreprocessor):
                 info["student"], info["assignment"])
             gb.db.commit()
         return nb, resources
+
+
+#: The key, in the metadata of the cell :class:`ReleaseDueDate` puts at the top of a released notebook, of the due
+#: date it states (ISO, UTC).
+DUE_CELL = "attention_course_due"
+
+
+def due_cell(term: Term, assignment: str):
+    """The released notebook's first cell: the assignment's due date (None without one)."""
+    from nbformat.v4 import new_markdown_cell
+
+    due = term.due_date(assignment)
+    if due is None:
+        return None
+    cell = new_markdown_cell(
+        f"**Due: {term.due_words(assignment)}**\n\n"
+        "This is the due date as it was when this notebook was released. If you were given an extension, your own "
+        "deadline is later: your feedback page states it.",
+        metadata={"editable": False, "deletable": False, DUE_CELL: due.isoformat()})
+    cell.id = "due-date"  # the same in every release, as the master's own cells' ids
+    return cell
+
+
+def stated_due(path: Path) -> str | None:
+    """The due date a released notebook states in its :func:`due_cell` (ISO, UTC), or None."""
+    import json
+
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    return next((c["metadata"][DUE_CELL] for c in cells[:1] if DUE_CELL in c.get("metadata", {})), None)
+
+
+class ReleaseDueDate(NbGraderPreprocessor):
+    """Release step (``generate_assignment``, last): the assignment's due date from :class:`Term` into the gradebook,
+    so that the Formgrader lists it from the release on (a later release or autograde puts a changed one in), and
+    stated in a cell at the top of the student's notebook. Without a due date in ``c.Term.due`` the gradebook keeps
+    its own (the Formgrader's), if any, and the notebook states none."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        term = Term(parent=self)
+        cell = due_cell(term, info["assignment"])
+        if cell is not None:
+            with Gradebook(info["db_url"]) as gb:
+                gb.find_assignment(info["assignment"]).duedate = term.due_date(info["assignment"])
+                gb.db.commit()
+            nb.cells.insert(0, cell)
+        return nb, resources
+
+
+def due_date_at_exchange_release(release) -> None:
+    """``nbgrader release_assignment`` (``release``: nbgrader's ``ExchangeReleaseAssignment``, after its copy): the
+    due date of ``c.Term.due`` into the gradebook, and a warning for each notebook of ``release/`` that states
+    another date, or none (released before the date was set or changed: ``make release`` makes them say it)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    assignment = release.coursedir.assignment_id
+    term = Term(parent=release)
+    due = term.due_date(assignment)
+    if due is None:
+        return
+    for path in sorted(Path(release.src_path).glob("*.ipynb")):
+        stated = stated_due(path)
+        if stated != due.isoformat():
+            said = f"states the due date {when_words(datetime.fromisoformat(stated))}" if stated else \
+                "states no due date"
+            release.log.warning("%s %s, but c.Term.due says %s: run `make release` (nbgrader generate_assignment "
+                                "%s --force), then release again, so that the students' notebooks say it",
+                                path, said, term.due_words(assignment), assignment)
+    with Gradebook(release.coursedir.db_url, release.coursedir.course_id) as gb:
+        try:
+            gb.find_assignment(assignment).duedate = due
+        except MissingEntry:  # never generated in this gradebook: generate_assignment or autograde puts it in
+            return
+        gb.db.commit()
+
+
+def deadline_sentences(term: Term, submission) -> list[str]:
+    """What a student's feedback page says of the deadline of a gradebook submission (nbgrader's
+    ``SubmittedAssignment``): the due date and, with an extension, her own deadline; nothing without a due date."""
+    assignment, student = submission.assignment.name, submission.student.id
+    due = term.due_words(assignment, submission.assignment.duedate)
+    if not due:
+        return []
+    said = [f"Due {due}."]
+    extension = term.extension(student, assignment)
+    if extension:
+        said.append(f"Your deadline, with your extension of {span_words(extension)}: "
+                    f"{term.due_words(assignment, submission.assignment.duedate, extension)}.")
+    return said
 
 
 class LatePolicy(LateSubmissionPlugin):
