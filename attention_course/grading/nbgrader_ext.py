@@ -214,7 +214,7 @@ class GetGradesShowPending(GetGrades):
         from nbgrader.api import Gradebook
 
         from .regrade import changes_of
-        from .term import Term, late_words
+        from .term import Term, deadline_sentences, late_words
 
         nb, resources = super().preprocess(nb, resources)
         info, term = resources["nbgrader"], Term(parent=self)
@@ -225,6 +225,7 @@ class GetGradesShowPending(GetGrades):
             info["late_penalty"] = term.penalty(notebook.score, late)
             info["score"] = notebook.score - info["late_penalty"]
             info["late_text"] = late_words(late)
+            info["due_dates"] = deadline_sentences(term, submission)  # due date, her own deadline
             # what a later run changed in this hand-in's score, as a sentence each (regrade.py)
             info["regrades"] = changes_of(gb, submission)
         return nb, resources
