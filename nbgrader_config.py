@@ -27,7 +27,7 @@ from attention_course.grading.autograde import FINGERPRINT
 from attention_course.grading.course import CATALOGUE, COURSE_ID
 from attention_course.grading.executor import JudgedExecute
 from attention_course.grading.handgrades import KeepHandGrades
-from attention_course.grading.term import ApplyTerm, LatePolicy
+from attention_course.grading.term import ApplyTerm, LatePolicy, ReleaseDueDate
 from attention_course.grading.nbgrader_ext import (
     DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
 )
@@ -88,6 +88,7 @@ c.GenerateAssignment.preprocessors = [
     ClearMarkScheme,
     ComputeChecksums,
     CheckCellMetadata,
+    ReleaseDueDate,  # c.Term.due's date into the gradebook, and stated at the top of each notebook (term.py)
 ]
 # Solutions may be published after the deadline: they run the visible tests
 # only, and never show the hidden ones.
@@ -131,8 +132,12 @@ c.JudgedExecute.processes = 64
 
 # --- The term: due dates, the late policy, extensions -----------------------------
 # One place for the deadlines (attention_course/grading/term.py applies them in every autograde, stock nbgrader's and
-# the Formgrader's included). A due date carries its zone; an assignment left out has none (or the one set in the
-# Formgrader). A hand-in loses late_share_per_day of its score for each day or part of a day late, at most late_cap.
+# the Formgrader's included, and puts them into the gradebook at each release: `make release`, generate_assignment,
+# release_assignment). A released notebook states its due date in its first cell; a student's feedback page gives the
+# due date and her own deadline with her extension. Change a date, then `make release` (and release again) or
+# autograde: the gradebook takes the new one. A due date carries its zone (a name, or an ISO offset
+# '2027-01-22T17:00:00+01:00'); an assignment left out has none (or the one set in the Formgrader).
+# A hand-in loses late_share_per_day of its score for each day or part of a day late, at most late_cap.
 # Extensions: extensions.csv in this folder, with the columns student,assignment,days (days may be fractional).
 # The grade table, grades.csv, the Canvas export, the report and the feedback pages show the penalty and the final
 # score; fix a date or grant an extension, then `make autograde FORCE=1` records the penalties again.

@@ -351,6 +351,8 @@ def test_the_term_reads_due_dates_with_their_zone_and_applies_the_late_policy(tm
     for bad in ("2027-01-22 17:00:00", "2027-01-22 17:00:00 Nowhere/Atlantis", "next friday"):
         with pytest.raises(SystemExit, match="give the date with its zone"):
             Term(due={"a": bad}).check()
+    with pytest.raises(SystemExit, match=r"as seconds, not hours: .*'2027-01-22T17:00:00\+01:00'"):
+        Term(due={"a": "2027-01-22 17:00:00 +0100"}).check()  # nbgrader: 100 seconds
     (tmp_path / "extensions.csv").write_text("student,assignment,days\nann,a,soon\n")
     with pytest.raises(SystemExit, match="line 2: an extension needs"):
         Term(extensions=str(tmp_path / "extensions.csv")).check()

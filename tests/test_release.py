@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading.course import ROOT, available, catalogue_path
+from attention_course.grading.course import COURSE_ID, ROOT, available, catalogue_path
 from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
 from tools.submissions import (
     BEGIN_MARK_SCHEME, BEGIN_SOLUTION, END_MARK_SCHEME, END_SOLUTION, apply_submission, load_catalogue, packed,
@@ -303,3 +303,81 @@ def test_solutions_show_full_training(regenerated):
         text = "".join("".join(o.get("text", "")) for p in (regenerated / "solutions" / a).glob("*.ipynb")
                        for c in read_notebook(p)["cells"] if c["cell_type"] == "code" for o in c["outputs"])
         assert "step 10000" in text, f"solutions/{a} does not show the full training"
+
+
+# --- Due dates from the release on (issue 59, item 4) ----------------------------------------------------------------
+
+#: generate_assignment and release_assignment (``--force``) through nbgrader's own API (the Formgrader's buttons), each
+#: step followed by the assignment as the Formgrader's API (``/formgrader/api/assignments``) lists it, one JSON line
+#: each: the step, its log, the listing.
+FORMGRADER_STEPS = """
+import json, sys
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.apps.baseapp import NbGrader
+app = NbGrader()
+app.initialize([])
+app.config.ExchangeReleaseAssignment.force = True
+api = NbGraderAPI(parent=app)
+assignment = sys.argv[1]
+for step in sys.argv[2:]:
+    result = getattr(api, step)(assignment)
+    if not result["success"]:
+        sys.exit(f"{step}: {result.get('error', '')}{result.get('log', '')[-3000:]}")
+    print(json.dumps({"step": step, "log": result.get("log", ""), "listed": api.get_assignment(assignment)}))
+"""
+
+
+def formgrader_steps(course: Path, assignment: str, *steps: str) -> list[dict]:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("NBGRADER_EXCHANGE_ROOT", None)  # the scratch course's own exchange
+    proc = subprocess.run([sys.executable, "-c", FORMGRADER_STEPS, assignment, *steps], cwd=course, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def stated(notebook: Path) -> str:
+    """The first cell of a released notebook, if it is the one that states the due date ("" otherwise)."""
+    first = read_notebook(notebook)["cells"][0]
+    return "".join(first["source"]) if "attention_course_due" in first["metadata"] else ""
+
+
+def test_the_due_date_reaches_the_gradebook_and_the_notebook_at_the_release_and_again_when_it_changes(tmp_path):
+    """c.Term.due's date is in the gradebook once the assignment is generated (the Formgrader lists it, in the course's
+    time zone) and stated at the top of the released notebook; once the date changes in nbgrader_config.py, releasing
+    the old release/ puts the new date into the gradebook and warns that the notebook states the old one; generating
+    again states the new one, and releasing it warns no more."""
+    a = ASSIGNMENTS[0]
+    course = new_course(tmp_path, [a])
+    config = course / "nbgrader_config.py"
+    as_given = config.read_text()
+    config.write_text(as_given + f"\nc.Term.due = {{{a!r}: '2027-01-22 17:00:00 Europe/London'}}\n")
+    generated, released = formgrader_steps(course, a, "generate_assignment", "release_assignment")
+    assert generated["listed"]["duedate"] == "2027-01-22T17:00:00", generated["listed"]
+    assert generated["listed"]["display_duedate"], generated["listed"]
+    notebooks = sorted((course / "release" / a).glob("*.ipynb"))
+    assert notebooks and all("Due: Friday 22 January 2027, 17:00 (Europe/London)" in stated(nb) for nb in notebooks)
+    assert "extension" in stated(notebooks[0]) and "feedback page" in stated(notebooks[0])
+    outbound = sorted((course / "exchange" / COURSE_ID / "outbound" / a).glob("*.ipynb"))
+    assert [stated(nb) for nb in outbound] == [stated(nb) for nb in notebooks], "the students' copy states it"
+    assert "states" not in released["log"], released["log"]
+    # every other cell is generate_assignment's own: the due date's cell is the one added
+    first = read_notebook(notebooks[0])["cells"]
+    assert first[0]["id"] == "due-date" and "nbgrader" not in first[0]["metadata"] and len(first) == 1 + len(
+        read_notebook(ROOT / "release" / a / notebooks[0].name)["cells"])
+
+    # the date moves (summer time in London: 16:00 UTC), release/ is released again as it is, then generated
+    config.write_text(as_given + f"\nc.Term.due = {{{a!r}: '2027-07-23T17:00:00+01:00'}}\n")
+    stale, generated, released = formgrader_steps(course, a, "release_assignment", "generate_assignment",
+                                                  "release_assignment")
+    assert stale["listed"]["duedate"] == "2027-07-23T16:00:00", stale["listed"]
+    assert re.search(r"states the due date Friday 22 January 2027, 17:00 \(UTC\), but c\.Term\.due says Friday 23 "
+                     r"July 2027, 17:00 \(UTC\+01:00\): run `make release`", stale["log"]), stale["log"]
+    assert generated["listed"]["duedate"] == "2027-07-23T16:00:00"
+    assert all("Due: Friday 23 July 2027, 17:00 (UTC+01:00)" in stated(nb) for nb in notebooks)
+    assert "states" not in released["log"], released["log"]
+    assert all("23 July 2027" in stated(nb) for nb in outbound)

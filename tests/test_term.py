@@ -175,6 +175,10 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     page = feedback_text(course, "ben", a)
     assert "Handed in 36.0 hours late" in page and "points off" in page, page[:2000]
     assert "late" not in feedback_text(course, "cat", a).lower().replace("template", ""), "cat had an extension"
+    # the due date on every page, in the zone c.Term.due gives; her own deadline on the page of the one extended only
+    assert "Due Friday 22 January 2027, 17:00 (Europe/London)." in page and "Your deadline" not in page, page[:2000]
+    assert "Your deadline, with your extension of 3 days: Monday 25 January 2027, 17:00 (Europe/London)." in \
+        feedback_text(course, "cat", a), feedback_text(course, "cat", a)[:2000]
     released = nbgrader(course, "release_feedback", a, check=False)
     assert released.returncode == 0 and "Not released: dan's feedback" in released.stderr, released.stderr[-3000:]
     pages = list((course / "exchange").rglob("feedback/*.html"))

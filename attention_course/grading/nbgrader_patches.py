@@ -24,6 +24,9 @@ other nbgrader it stops with a message naming what it would patch, because each 
 ``ExchangeReleaseAssignment.ensure_root`` / ``init_dest``
     Make the exchange and ``inbound/`` sticky (as ``/tmp``; stock nbgrader makes the exchange 0777): a student
     cannot rename the course folder away, nor rename or remove a classmate's hand-in.
+``ExchangeReleaseAssignment.copy_files``
+    Then puts the due date of ``c.Term.due`` into the gradebook and warns about a notebook of ``release/`` that states
+    another (:func:`.term.due_date_at_exchange_release`).
 ``ExchangeSubmit.copy_files``
     Leaves the hand-in's folder 0755 (stock: 0777), so that nobody who learns its name adds or removes its files.
 ``ExchangeReleaseFeedback.copy_files``
@@ -48,12 +51,12 @@ from pathlib import Path
 
 import nbgrader
 
-from . import collect, formgrader_pages, handgrades, trust
+from . import collect, formgrader_pages, handgrades, term, trust
 
 PINNED = "0.9.6"
 PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "CourseDirectory.get_existing_timestamp",
            "Exchange.do_copy", "ExchangeCollect.init_src/copy_files",
-           "ExchangeReleaseAssignment.ensure_root/init_dest", "ExchangeSubmit.copy_files",
+           "ExchangeReleaseAssignment.ensure_root/init_dest/copy_files", "ExchangeSubmit.copy_files",
            "ExchangeReleaseFeedback.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
            "FormgradeExtension.init_handlers",
            "nbgraderformat.common.jsonschema"]
@@ -282,8 +285,15 @@ def _collect() -> None:
         release_init_dest(self)
         sticky(Path(self.inbound_path))
 
+    release_copy_files = ExchangeReleaseAssignment.copy_files
+
+    def release_copy(self):  # then the term's due date into the gradebook; a release/ stating another is said
+        release_copy_files(self)
+        term.due_date_at_exchange_release(self)
+
     ExchangeReleaseAssignment.ensure_root = ensure_root
     ExchangeReleaseAssignment.init_dest = init_dest
+    ExchangeReleaseAssignment.copy_files = release_copy
 
     from nbgrader.exchange.default.submit import ExchangeSubmit
 
