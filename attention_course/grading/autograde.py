@@ -5,16 +5,17 @@ Each worker process loads nbgrader and the course configuration once, starts one
 submission after another with nbgrader's own ``Autograde`` converter, the same pipeline ``nbgrader autograde``
 runs (sanitize, judged execution, ``SaveAutoGrades``, late penalties): a kernel process of its own per notebook.
 
-A submission is skipped when it was graded before and nothing that decides its grade changed:
-its files, the assignment's source, the gradebook's copy of its tests and points, the course configuration
-and the course package (a fingerprint in ``autograded/<student>/<assignment>/.autograde-fingerprint``), and
-the gradebook still holds its grades. ``--force`` grades everything again.
+A submission is skipped when it was graded before and nothing that decides its grade changed: its files, the
+assignment's source, the gradebook's copy of its tests and points, the course configuration and the course package
+(a fingerprint in ``autograded/<student>/<assignment>/.autograde-fingerprint``), and the gradebook still holds its
+grades. ``--force`` grades everything again. Every hand-in whose score a run changed reaches its student
+(:mod:`.regrade`).
 
-Before anything is planned, an assignment whose tests or points in the gradebook are no longer those of
-``source/`` (a test fixed after the release) is put into the gradebook again from ``source/``, as ``make
-release`` does, and said so: no hand-in is graded with tests that differ from ``source/`` (the sanitize step
-refuses such a notebook, :class:`.nbgrader_ext.TrustGradebook`), and every hand-in the change affects is graded
-again, with each total that changed printed before -> after.
+Before anything is planned, an assignment whose tests or points in the gradebook are no longer those of ``source/``
+(a test fixed after the release) is put into the gradebook again from ``source/``, as ``make release`` does, and
+said so: no hand-in is graded with tests that differ from ``source/`` (the sanitize step refuses such a notebook,
+:class:`.nbgrader_ext.TrustGradebook`), and every hand-in the change affects is graded again, with each total that
+changed printed before -> after.
 """
 
 from __future__ import annotations
@@ -228,16 +229,14 @@ class Progress:
 
     def __init__(self, total: int, stream=sys.stderr):
         self.total, self.done, self.stream = total, 0, stream
-        self.start = time.monotonic()
-        self.tty = stream.isatty()
+        self.start, self.tty = time.monotonic(), stream.isatty()
 
     def line(self) -> str:
         elapsed = time.monotonic() - self.start
         rate = self.done / elapsed if elapsed > 0 and self.done else 0.0
         eta = (self.total - self.done) / rate if rate else None
-        width = 24
-        filled = int(width * self.done / self.total) if self.total else width
-        bar = "#" * filled + "." * (width - filled)
+        filled = int(24 * self.done / self.total) if self.total else 24
+        bar = "#" * filled + "." * (24 - filled)  # 24 characters wide
         eta_text = "--:--" if eta is None else f"{int(eta) // 60:02d}:{int(eta) % 60:02d}"
         return (f"[{bar}] {self.done}/{self.total}  {rate:.2f} submissions/s  elapsed "
                 f"{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}  ETA {eta_text}")
@@ -269,8 +268,6 @@ class Progress:
 
 #: nbgrader's own words around a failed hand-in's traceback (they name no cause).
 _GENERIC = ("There was an error processing assignment", "Please see the")
-
-
 _RECORD = re.compile(r"\[(DEBUG|INFO|WARNING|ERROR|CRITICAL)\] ")
 _WHERE = re.compile(r'\s*File "([^"]+)", line (\d+), in (.+)')
 
@@ -447,10 +444,7 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
     if summary["changed"]:
         stream.write(f"Scores changed by this run ({len(summary['changed'])}, before -> after): "
                      + ", ".join(f"{a}/{s} {old:g} -> {new:g}" for a, s, old, new in summary["changed"]) + "\n")
-    # every changed hand-in's page again, named as a change, released where the student had one
-    why = {a: "tests" if a in (refreshed or ()) else "again" if force else "grading" for a in before}
-    graded = {(j.assignment, j.student) for j in todo} - {tuple(label.split("/", 1)) for label in summary["failed"]}
-    after = {k: v for k, v in regrade.snapshot(db_url, course_id, before).items() if k in graded}
-    summary["reached"] = regrade.reach(course, regrade.record(db_url, course_id, cells_before, after, why), stream)
+    summary["reached"] = regrade.after_run(course, db_url, course_id, cells_before, todo, summary["failed"], refreshed,
+                                           force, stream)
     return summary
 

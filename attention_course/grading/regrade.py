@@ -161,6 +161,17 @@ def changes_of(gb, submission) -> list[str]:
     return [sentence(r) for r in rows if r.reason != "handin"]
 
 
+def after_run(course: Path, db_url: str, course_id: str, before: dict, todo, failed, refreshed, force: bool,
+              stream=sys.stderr) -> dict:
+    """After ``make autograde``: record the changes of the hand-ins it graded (``todo``, its jobs, less the
+    ``failed`` labels) since :func:`snapshot` ``before``, and :func:`reach` their students."""
+    assignments = sorted({a for a, _ in before} | {j.assignment for j in todo})
+    why = {a: "tests" if a in (refreshed or ()) else "again" if force else "grading" for a in assignments}
+    graded = {(j.assignment, j.student) for j in todo} - {tuple(label.split("/", 1)) for label in failed}
+    after = {k: v for k, v in snapshot(db_url, course_id, assignments).items() if k in graded}
+    return reach(course, record(db_url, course_id, before, after, why), stream)
+
+
 def released_page(course: Path, assignment: str, student: str, exchange_feedback: Path) -> bool:
     """Whether the student has a released page of this hand-in: under the name her fetch_feedback asks for (from
     the secret of the hand-in as collected), in the exchange's feedback folder."""
