@@ -58,7 +58,7 @@ def pytest_terminal_summary(terminalreporter):
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
 SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
 SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
-                "test_faults.py", "test_hub.py", "test_term.py", "test_bundle.py"}
+                "test_faults.py", "test_hub.py", "test_term.py", "test_bundle.py", "test_term_class.py", "test_regrade.py"}
 
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
@@ -73,6 +73,7 @@ LONG_MODULES = ["test_hub.py",  # ~170 s, ~230 s the first time on a machine
                 "test_term.py",  # ~190 s
                 "test_browser.py",  # ~140 s
                 "test_bundle.py",  # ~120 s: a student's install (issue 58)
+                "test_term_class.py",  # ~100 s: a term with real users (issue 59)
                 "test_sandbox.py",  # ~115 s
                 "test_faults.py",  # ~100 s
                 "test_browser_inert.py",  # ~90 s

@@ -93,6 +93,63 @@ def unix_users(*names: str):
         remove_users(made)
 
 
+def as_unix(user: str, uid: int, home: Path, reach: str, *cmd: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``cmd`` run by the real Unix user ``user`` (uid ``uid``) in ``home``, with nothing of root's environment but the
+    course's PATH, in a mount namespace where the paths of ``reach`` (``:``-separated) are reachable to it
+    (``tests/tools/as_user.py``)."""
+    env = ["env", "-i", f"HOME={home}", f"USER={user}", f"LOGNAME={user}", f"PATH={BIN}:/usr/bin:/bin",
+           "PYTHONDONTWRITEBYTECODE=1"]
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "as_user.py"), "--user", str(uid), reach,
+                          "--", *env, *cmd], cwd=home, capture_output=True, text=True, timeout=300)
+    assert not check or run.returncode == 0, f"{' '.join(cmd)} as {user}:\n{run.stderr[-3000:]}"
+    return run
+
+
+def grade_by_hand(course: Path, assignment: str, student: str, scores: dict, comments: dict, ticks: dict) -> None:
+    """As a grader on the question page: a score (as the Formgrader's API sets it: ``Grade.manual_score``, then
+    ``needs_manual_grade``), a comment, the ticks (grade id -> lines of the mark scheme)."""
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading import handgrades, nbgrader_ext  # noqa: F401  (the course's gradebook events)
+    from attention_course.grading.course import gradebook_url
+
+    with Gradebook(gradebook_url(course)) as gb:
+        for nb in gb.find_submission(assignment, student).notebooks:
+            for grade in nb.grades:
+                if grade.name in scores:
+                    grade.manual_score = scores[grade.name]
+                    grade.needs_manual_grade = False
+            for comment in nb.comments:
+                if comment.name in comments:
+                    comment.manual_comment = comments[comment.name]
+            gb.db.commit()
+            for grade in nb.grades:
+                if grade.name in ticks:
+                    handgrades.row_of_grade(gb.db, grade).ticks = json.dumps(ticks[grade.name])
+        gb.db.commit()
+
+
+def hand_state(course: Path, assignment: str, student: str) -> dict:
+    """grade id -> (manual score, waits for a grader, comment, ticks, previous score, previous comment) of every
+    answer graded by hand."""
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading import handgrades
+    from attention_course.grading.course import gradebook_url
+
+    found = {}
+    with Gradebook(gradebook_url(course)) as gb:
+        for nb in gb.find_submission(assignment, student).notebooks:
+            comments = {c.name: c.manual_comment for c in nb.comments}
+            for grade in nb.grades:
+                row = handgrades.row_of_grade(gb.db, grade, create=False)
+                if row is None:
+                    continue
+                found[grade.name] = (grade.manual_score, bool(grade.needs_manual_grade), comments.get(grade.name),
+                                     handgrades.read_ticks(row.ticks), row.previous_score, row.previous_comment)
+    return found
+
+
 def answer_into(fetched: Path, answered: dict) -> None:
     """Write the answers of notebook ``answered`` into the released notebook ``fetched`` a student works in
     (its cells, ids and metadata kept: only the source of solution cells changes)."""

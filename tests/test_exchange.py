@@ -27,6 +27,7 @@ from attention_course.grading.course import available, catalogue_path, gradebook
 from attention_course.grading.trust.exchange import refusals
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
 
+from harness import as_unix as harness_as_unix
 from harness import (
     BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores, unix_users,
 )
@@ -117,12 +118,7 @@ def test_on_a_shared_exchange_nobody_hands_in_as_anyone_else_or_earlier(tmp_path
         reach = ":".join([os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(top), *map(str, homes.values())])
 
         def as_unix(user, uid, *cmd):
-            env = ["env", "-i", f"HOME={homes[user]}", f"USER={user}", f"LOGNAME={user}", f"PATH={BIN}:/usr/bin:/bin",
-                   "PYTHONDONTWRITEBYTECODE=1"]
-            run = subprocess.run([sys.executable, str(ROOT / "tests" / "tools" / "as_user.py"), "--user", str(uid),
-                                  reach, "--", *env, *cmd], cwd=homes[user], capture_output=True, text=True, timeout=300)
-            assert run.returncode == 0, f"{' '.join(cmd)} as {user}:\n{run.stderr[-3000:]}"
-            return run
+            return harness_as_unix(user, uid, homes[user], reach, *cmd)
 
         course_flags = [f"--course={COURSE_ID}", f"--Exchange.root={exchange}", "--log-level=WARN"]
         for user, uid in zip((ann, eve), uids):

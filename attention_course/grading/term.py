@@ -327,12 +327,16 @@ class Standing:
 
 
 def late_words(seconds: float) -> str:
-    """``seconds`` late in words ("" when on time): minutes, hours, or days from two days up."""
+    """``seconds`` late in words ("" when on time): seconds, minutes, hours, or days from two days up (never "0
+    minutes late": a hand-in a few seconds late is late, and says so)."""
     if seconds <= 0:
         return ""
     hours = seconds / 3600
-    return f"{hours / 24:.1f} days late" if hours >= 48 else f"{hours:.1f} hours late" if hours >= 1 else \
-        f"{seconds / 60:.0f} minutes late"
+    if hours >= 1:
+        return f"{hours / 24:.1f} days late" if hours >= 48 else f"{hours:.1f} hours late"
+    if seconds < 59.5:
+        return "1 second late" if seconds < 1.5 else f"{seconds:.0f} seconds late"
+    return "1 minute late" if seconds < 90 else f"{seconds / 60:.0f} minutes late"
 
 
 def standing(submission, term: Term) -> Standing:
