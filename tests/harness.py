@@ -130,8 +130,8 @@ def grade_by_hand(course: Path, assignment: str, student: str, scores: dict, com
 
 
 def hand_state(course: Path, assignment: str, student: str) -> dict:
-    """grade id -> (manual score, waits for a grader, comment, ticks, previous score, previous comment) of every
-    answer graded by hand."""
+    """grade id -> (manual score, waits for a grader, comment, ticks, previous score, previous comment, previous
+    ticks) of every answer graded by hand."""
     from nbgrader.api import Gradebook
 
     from attention_course.grading import handgrades
@@ -146,7 +146,8 @@ def hand_state(course: Path, assignment: str, student: str) -> dict:
                 if row is None:
                     continue
                 found[grade.name] = (grade.manual_score, bool(grade.needs_manual_grade), comments.get(grade.name),
-                                     handgrades.read_ticks(row.ticks), row.previous_score, row.previous_comment)
+                                     handgrades.read_ticks(row.ticks), row.previous_score, row.previous_comment,
+                                     handgrades.read_ticks(row.previous_ticks))
     return found
 
 

@@ -327,9 +327,11 @@ def test_a_shell_without_the_variable_finds_the_class_exchange(tmp_path, monkeyp
 def test_how_late_is_said_in_words_and_a_few_seconds_are_never_0_minutes():
     from attention_course.grading.term import late_words
 
-    said = [late_words(s) for s in (0, -5, 0.4, 1, 23.4, 59.4, 60, 100, 59 * 60, 3600, 47.9 * 3600, 48 * 3600)]
+    said = [late_words(s) for s in (0, -5, 0.4, 1, 23.4, 59.4, 59.6, 60, 100, 59 * 60, 3570, 3599, 3600, 47.9 * 3600,
+                                    47.95 * 3600, 48 * 3600)]
     assert said == ["", "", "1 second late", "1 second late", "23 seconds late", "59 seconds late", "1 minute late",
-                    "2 minutes late", "59 minutes late", "1.0 hours late", "47.9 hours late", "2.0 days late"]
+                    "1 minute late", "2 minutes late", "59 minutes late", "1.0 hours late", "1.0 hours late",
+                    "1.0 hours late", "47.9 hours late", "2.0 days late", "2.0 days late"]
 
 
 def test_the_term_reads_due_dates_with_their_zone_and_applies_the_late_policy(tmp_path):

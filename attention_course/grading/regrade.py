@@ -30,7 +30,7 @@ from sqlalchemy import Column, DateTime, Float, Integer, String, Text, UniqueCon
 #: Why a run changed a hand-in's score, as its page says it.
 REASONS = {
     "tests": "A test was corrected",
-    "handin": "Your new hand-in was graded",
+    "handin": "Your new hand-in replaced your earlier one",
     "grading": "The grading of this assignment was corrected",
     "again": "Your hand-in was graded again",
 }
@@ -158,7 +158,7 @@ def changes_of(gb, submission) -> list[str]:
     rows = (gb.db.query(Regrade).filter_by(course=submission.assignment.course_id, assignment=submission.assignment.name,
                                            student=submission.student.id, handin=_when(submission.timestamp))
             .order_by(Regrade.at.desc(), Regrade.id.desc()).limit(5).all())
-    return [sentence(r) for r in rows if r.reason != "handin"]
+    return [sentence(r) for r in rows]
 
 
 def after_run(course: Path, db_url: str, course_id: str, before: dict, todo, failed, refreshed, force: bool,

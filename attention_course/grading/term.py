@@ -327,16 +327,18 @@ class Standing:
 
 
 def late_words(seconds: float) -> str:
-    """``seconds`` late in words ("" when on time): seconds, minutes, hours, or days from two days up (never "0
-    minutes late": a hand-in a few seconds late is late, and says so)."""
+    """``seconds`` late in words ("" when on time): seconds, minutes, hours, or days from two days up, each unit
+    taken only while the number it rounds to stays below the next unit (never "0 minutes late", "60 minutes late" or
+    "48.0 hours late")."""
     if seconds <= 0:
         return ""
+    if round(seconds) < 60:
+        return "1 second late" if round(seconds) <= 1 else f"{round(seconds)} seconds late"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return "1 minute late" if minutes == 1 else f"{minutes} minutes late"
     hours = seconds / 3600
-    if hours >= 1:
-        return f"{hours / 24:.1f} days late" if hours >= 48 else f"{hours:.1f} hours late"
-    if seconds < 59.5:
-        return "1 second late" if seconds < 1.5 else f"{seconds:.0f} seconds late"
-    return "1 minute late" if seconds < 90 else f"{seconds / 60:.0f} minutes late"
+    return f"{hours:.1f} hours late" if float(f"{hours:.1f}") < 48 else f"{hours / 24:.1f} days late"
 
 
 def standing(submission, term: Term) -> Standing:
