@@ -263,6 +263,17 @@ def modal_says(page, text: str):
     modal.wait_for(state="detached")
 
 
+def set_extra_credit(course: Path, student: str, points) -> None:
+    """The written answer's extra credit, as a grader in the Formgrader's own page sets it."""
+    from nbgrader.api import Gradebook
+
+    from attention_course.grading.course import gradebook_url
+
+    with Gradebook(gradebook_url(course), COURSE_ID) as gb:
+        gb.find_grade(WRITTEN, STEM, A, student).extra_credit = points
+        gb.db.commit()
+
+
 def gradebook_state(course: Path, student: str) -> dict:
     """What the gradebook holds for a student's notebook: the written answer's manual score and comment,
     the notebook's score and maximum, and the submission's id (Formgrader's URL for it)."""
@@ -273,6 +284,7 @@ def gradebook_state(course: Path, student: str) -> dict:
     with Gradebook(gradebook_url(course), COURSE_ID) as gb:
         nb = gb.find_submission_notebook(STEM, A, student)
         return dict(manual=gb.find_grade(WRITTEN, STEM, A, student).manual_score,
+                    extra=gb.find_grade(WRITTEN, STEM, A, student).extra_credit,
                     comment=gb.find_comment(WRITTEN, STEM, A, student).manual_comment,
                     score=nb.score, max_score=nb.max_score, id=nb.id)
 
@@ -385,6 +397,7 @@ def test_4b_instructor_grades_one_question_for_the_whole_class(world):
     assert ticks.count() == len(scheme)
     part = next(i for i, (_, _, of) in enumerate(scheme) if of is not None)  # a part of item `whole`
     whole = next(i for i, (_, _, of) in enumerate(scheme) if of is None and i == part - 1)
+    set_extra_credit(course, "bruno", 0.5)  # given in the Formgrader after this page was loaded: the ticks keep it
     ticks.nth(0).check()
     ticks.nth(whole).check()
     page.evaluate("releaseGradeAnswers()")
@@ -400,6 +413,8 @@ def test_4b_instructor_grades_one_question_for_the_whole_class(world):
     expect(pending.locator(".status")).to_have_text("Comment saved.")
     bruno = gradebook_state(course, "bruno")
     assert bruno["manual"] == earned and bruno["comment"] == "Names both keys; the 10·I and 0 cases are missing."
+    assert bruno["extra"] == 0.5, "a save sent back the extra credit the page had when it loaded"
+    set_extra_credit(course, "bruno", None)
     page.reload()  # a second grader sees which lines earned the points
     again = page.locator(f"section.answer[data-grade='{grade_id}'] input.tick-box")
     assert [again.nth(i).is_checked() for i in range(len(scheme))] == [i in (0, part) for i in range(len(scheme))]

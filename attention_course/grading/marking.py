@@ -280,7 +280,7 @@ def class_answers(gradebook, q: Question, indices: dict, notebook_path) -> list[
         rows.append(dict(number=indices[nb.id] + 1, submission=nb.id, grade=grade.id,
                          comment=comment.id if comment else None,
                          score=grade.manual_score if grade.manual_score is not None else grade.auto_score,
-                         extra=grade.extra_credit, pending=bool(grade.needs_manual_grade),
+                         pending=bool(grade.needs_manual_grade),
                          text=comment.manual_comment if comment and comment.manual_comment else "",
                          ticks=read_ticks(hand.ticks) if hand is not None and grade.manual_score is not None else [],
                          previous=previous,
