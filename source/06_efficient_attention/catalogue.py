@@ -120,6 +120,12 @@ SUBMISSIONS = [
         says="exp(x) overflows",
         loses=frozenset({"test_online_softmax"}),
     ),
+    Submission(
+        "online-max-starts-at-zero", "started the running maximum at 0 instead of -inf: right while some score is positive",
+        edits=[("online", "m, s = -np.inf, 0.0", "m, s = 0.0, 0.0")],
+        says="the running maximum starts at 0, not at -inf",
+        loses=frozenset({"test_online_softmax"}),
+    ),
     # ---- Part 2: tiled attention --------------------------------------------------------------
     Submission(
         "tiled-denominator-not-rescaled", "rescaled the accumulator but not the denominator l",
@@ -141,6 +147,13 @@ SUBMISSIONS = [
                 "            m_new = np.maximum(m, S.max(axis=1))\n            m = m_new\n            alpha = np.exp(m - m_new)")],
         says="must be rescaled by exp(m_old - m_new)",
         loses=TILED_ALL,
+    ),
+    Submission(
+        "tiled-max-starts-at-zero", "started each query's running maximum at 0 instead of -inf: right while some score "
+        "of the row is above about -745",
+        edits=[("tiled", "m = np.full(qe - qs, -np.inf)", "m = np.zeros(qe - qs)")],
+        says="does the running maximum start at -inf",
+        loses=frozenset({"test_tiled_large_scores"}),
     ),
     Submission(
         "tiled-unscaled", "forgot the 1/sqrt(d) scale of the scores",

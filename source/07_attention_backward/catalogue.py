@@ -225,6 +225,16 @@ SUBMISSIONS = [
         loses=frozenset({"test_flash_forward", "test_flash_gradcheck"}),
     ),
     Submission(
+        "flash-max-starts-at-zero", "started each query's running maximum at 0 instead of -inf in the forward pass: right "
+        "while some score of the row is above about -745",
+        edits=[("flash", "m, l, acc = np.full(qe - qs, -np.inf), np.zeros(qe - qs), np.zeros((qe - qs, d_v))\n"
+                "        for ks in range(0, L_k, block_k):",
+                "m, l, acc = np.zeros(qe - qs), np.zeros(qe - qs), np.zeros((qe - qs, d_v))\n"
+                "        for ks in range(0, L_k, block_k):")],
+        says="which starts at -inf",
+        loses=frozenset({"test_flash_forward"}),
+    ),
+    Submission(
         "flash-lse-log-l-exp-m", "saved the logsumexp as log(l * exp(m)): inf or -inf once the scores pass 709 or -745",
         edits=[("flash", "lse[qs:qe] = m + np.log(l)", "lse[qs:qe] = np.log(l * np.exp(m))")],
         says="lse is computed as log(l * exp(m))",
@@ -385,6 +395,16 @@ SUBMISSIONS = [
         "window-nan-empty-row", "subtracted a running maximum still at -inf: a row with no key in its tile turns nan",
         edits=[("window", "safe = np.where(np.isneginf(m_new), 0.0, m_new)", "safe = m_new")],
         says="every score is -inf",
+        loses=frozenset({"test_window"}),
+    ),
+    Submission(
+        "window-max-starts-at-zero", "started each query's running maximum at 0 instead of -inf: right while some score "
+        "of the row is above about -745",
+        edits=[("window", "m, l, acc = np.full(qe - qs, -np.inf), np.zeros(qe - qs), np.zeros((qe - qs, d_v))\n"
+                "        for ks in range(0, L, block_k):",
+                "m, l, acc = np.zeros(qe - qs), np.zeros(qe - qs), np.zeros((qe - qs, d_v))\n"
+                "        for ks in range(0, L, block_k):")],
+        says="starts at -inf (not at 0",
         loses=frozenset({"test_window"}),
     ),
     Submission(
