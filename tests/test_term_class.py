@@ -34,7 +34,7 @@ from attention_course.grading.course import available, catalogue_path, gradebook
 from tools.submissions import apply_submission, load_catalogue, read_notebook, solved_notebook, write_notebook
 
 from harness import (
-    BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_unix, course_autograde, course_command, grade_by_hand, hand_state,
+    BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_student, as_unix, course_autograde, course_command, grade_by_hand, hand_state,
     masters, nbgrader, new_course, read_scores, unix_users,
 )
 
@@ -88,24 +88,20 @@ def test_a_term_keeps_hand_grades_reaches_students_and_marks_missing_work(tmp_pa
             reach = ":".join([os.path.realpath(sys.base_prefix), sys.prefix, str(ROOT), str(top),
                               *map(str, homes.values())])
 
-            def run_as(user: str, *cmd: str):
-                if real:
-                    return as_unix(user, uid[user], homes[user], reach, *cmd)
-                env = dict(os.environ, HOME=str(homes[user]), USER=user, LOGNAME=user)
-                env.pop("JUPYTERHUB_USER", None)
-                run = subprocess.run(cmd, cwd=homes[user], env=env, capture_output=True, text=True, timeout=300)
-                assert run.returncode == 0, f"{' '.join(cmd)} as {user}:\n{run.stderr[-3000:]}"
-                return run
+            cache = {u: homes[u] / ".nbgrader_cache" for u in homes}  # her submissions' secrets
 
             def student(user: str, *args: str):
-                """An nbgrader command of the student's, in her home, with her own cache (her submissions' secrets)."""
-                return run_as(user, str(BIN / "nbgrader"), *args, f"--course={COURSE_ID}", f"--Exchange.root={exchange}",
-                              f"--Exchange.cache={homes[user] / '.nbgrader_cache'}", "--log-level=WARN",
-                              *([f"--student={user}"] if args[0] in ("submit", "fetch_feedback") and not real else []))
+                """An nbgrader command of the student's, in her home, with her own cache."""
+                if not real:
+                    return as_student(homes[user], user, exchange, *args)
+                return as_unix(user, uid[user], homes[user], reach, str(BIN / "nbgrader"), *args, f"--course={COURSE_ID}",
+                               f"--Exchange.root={exchange}", f"--Exchange.cache={cache[user]}", "--log-level=WARN")
 
             def listed(user: str) -> list[dict]:
-                run = run_as(user, sys.executable, "-c", LISTED, COURSE_ID, str(exchange), str(homes[user] / ".nbgrader_cache"))
-                return json.loads(run.stdout)
+                cmd = [sys.executable, "-c", LISTED, COURSE_ID, str(exchange), str(cache[user])]
+                if real:
+                    return json.loads(as_unix(user, uid[user], homes[user], reach, *cmd).stdout)
+                return json.loads(subprocess.run(cmd, cwd=homes[user], capture_output=True, text=True, check=True).stdout)
 
             def fetch_page(user: str) -> str:
                 """The page of her newest hand-in, as she fetches it from the exchange (feedback/<hand-in time>/)."""
