@@ -313,11 +313,12 @@ def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypa
 
 
 def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None = None,
-           signatures: dict | None = None) -> dict:
+           signatures: dict | None = None, hide: tuple = ()) -> dict:
     """Run the test cell ``cell`` in a judge whose student's namespace (served by the course agent in a thread of
     this process) holds ``functions``, once per function (``{f}`` in the cell names it): name -> the message
     the page would show (``judgeproc.outcome``), or "passed"; the judge's notes by name into ``notes``. The master's
-    signatures (what the notes call the parameters) are ``signatures``, by default each function's own."""
+    signatures (what the notes call the parameters) are ``signatures``, by default each function's own; ``hide``:
+    the notebook's variables the calls are made without (:func:`attention_course.grading.trust.notebook_globals`)."""
     import __main__
     import inspect
     import threading
@@ -340,6 +341,7 @@ def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None
         conn = Connection(sock)
         assert conn.wait_ready(10)
         judge = Judge(conn, frozenset({name}))
+        conn.hide = tuple(hide)
         conn.signatures = signatures if signatures is not None else {
             n: tuple(inspect.signature(fn).parameters) for n, fn in functions.items()}
         judge.run("import numpy as np", fetch=False)
@@ -378,6 +380,59 @@ def test_a_function_that_changes_an_argument_in_place_is_noted_and_loses_nothing
     assert verdicts == {"scale_rows": "passed", "scale_rows_in_place": "passed"}, verdicts
     assert notes["scale_rows"] == [] and len(notes["scale_rows_in_place"]) == 1, notes
     assert notes["scale_rows_in_place"][0].startswith("your function scale_rows_in_place changed its argument X in place")
+
+
+def test_a_function_that_reads_the_notebooks_variables_fails_naming_the_one_it_read(tmp_path, monkeypatch):
+    """The tests call a student's function with the notebook's variables (what the master's locked cells bind at
+    their top level) out of reach: a function that takes a size from the book's example instead of its argument
+    fails, on a visible line and on a hidden one, with a message naming the variable and nothing of the input,
+    even when the example's size is the input's; a function that calls a function of the notebook, draws from the
+    notebook's random generator or reads a variable of the student's own still runs; and every variable is back
+    after each call, for the cells that follow."""
+    import __main__
+    import types
+
+    from attention_course.grading.cells import global_names
+
+    source = ("N_udl, D_udl = 3, 4\nrng = np.random.default_rng(0)\nfor i_ in range(2):\n    pass\n"
+              "def helper(X):\n    inner = 5\n    return X\nsquares = [k_ * k_ for k_ in range(3)]\n")
+    assert global_names(source) == {"N_udl", "D_udl", "rng", "i_", "helper", "squares"}  # not inner, not k_
+    notebook = {"N_udl": 3, "D_udl": 4, "rng": np.random.default_rng(0), "helper": lambda X: X, "mine": 2.0, "np": np}
+    for name, value in notebook.items():
+        monkeypatch.setattr(__main__, name, value, raising=False)
+
+    def in_notebook(fn):  # defined in the kernel's namespace, as a notebook cell defines it
+        return types.FunctionType(fn.__code__, vars(__main__), fn.__name__)
+
+    def column_sums_by_global(X):
+        return np.array([X[:, j].sum() for j in range(D_udl)])  # noqa: F821  (the book's D)
+
+    def column_sums(X):
+        return helper(X).sum(axis=0) + 0.0 * rng.random() * mine  # noqa: F821
+
+    class ByGlobal:
+        def __init__(self):
+            self.width = N_udl  # noqa: F821
+
+        def __call__(self, X):
+            return X.sum(axis=0)[: self.width]
+
+    functions = {"column_sums_by_global": in_notebook(column_sums_by_global), "column_sums": in_notebook(column_sums)}
+    hide = ("N_udl", "D_udl", "rng", "helper", "i_")
+    visible = "X_ = np.arange(12.0).reshape(3, 4)\nassert np.allclose({f}(X_), X_.sum(axis=0))\n"
+    hidden = "### BEGIN HIDDEN TESTS\nX_ = np.arange(%s.0).reshape(2, 4) * 7\nassert np.allclose({f}(X_), X_.sum(axis=0))\n" \
+             "### END HIDDEN TESTS" % 8
+    for cell in (visible, hidden):
+        said = judged(tmp_path, monkeypatch, functions, cell, hide=hide)
+        assert said["column_sums"] == "passed", said
+        assert said["column_sums_by_global"].startswith("your code reads the notebook's variable D_udl"), said
+        assert "56" not in said["column_sums_by_global"], said  # nothing of the input
+        assert {name: getattr(__main__, name) for name in ("N_udl", "D_udl", "mine")} == {"N_udl": 3, "D_udl": 4,
+                                                                                          "mine": 2.0}
+    ByGlobal.__init__ = in_notebook(ByGlobal.__init__)
+    said = judged(tmp_path, monkeypatch, {"ByGlobal": ByGlobal}, "{f}()(np.ones((2, 3)))\n", hide=hide)
+    assert said["ByGlobal"].startswith("your code reads the notebook's variable N_udl"), said
+    assert judged(tmp_path, monkeypatch, {"ByGlobal": ByGlobal}, "{f}()(np.ones((2, 3)))\n") == {"ByGlobal": "passed"}
 
 
 #: A hidden input, spelled as the student's code would print it.

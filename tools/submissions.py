@@ -33,9 +33,10 @@ class Submission:
     grade cell must keep full points. An alternative correct answer has an
     empty ``loses``. ``says`` is the phrase the first failed check's message
     (in notebook order) must contain: the misconception it names, never another one. ``in_demo`` puts the
-    submission in the demo class of ``make demo``. ``headline`` marks the
-    headline misconception of a part: the phrase that the part's *visible*
-    checks (the release's test cells, what Validate runs) must show for it.
+    submission in the demo class of ``make demo``. ``headline`` is the phrase that the *visible* checks (the
+    release's test cells, what Validate runs) must show for a mistake: set on the headline misconception of every
+    part, and on every mistake a visible check was written to name (each round of findings); ``make test`` grades
+    and validates every entry that has one.
     ``unseen_by_validate`` is the reason a mistake passes every visible check (the visible checks cannot see it
     without giving the answer away): the short list of mistakes Validate may call a "Success".
     ``noted`` marks a function that changes an argument in place: the grader learns of that only from the

@@ -10,8 +10,10 @@ judge scores like any wrong answer. No reference value and no test ever comes he
 
 from __future__ import annotations
 
+import inspect
 import socket
 import sys
+import types
 
 from . import wire
 
@@ -104,12 +106,23 @@ class Agent:
                     raise wire.WireError("malformed call")
                 received = list(dec.arrays)  # their state after the call goes back (in-place changes)
                 kwargs = {str(k): v for k, v in kwargs.items()}
-                if op == "call":
-                    value = _with_grad(req.get("grad", True), lambda: target(*args, **kwargs))
-                else:
-                    from attention_course.checks import gradients
+                cotangents = dec.decode(req.get("cotangents")) if op == "vjp" else None
+                hidden = _hide(target, req.get("hide"))
+                try:
+                    if op == "call":
+                        value = _with_grad(req.get("grad", True), lambda: target(*args, **kwargs))
+                    else:
+                        from attention_course.checks import gradients
 
-                    value = gradients(target, tuple(args), dec.decode(req.get("cotangents")), **kwargs)
+                        value = gradients(target, tuple(args), cotangents, **kwargs)
+                except NameError as exc:
+                    if getattr(exc, "name", None) in hidden.names:
+                        wire.send(self.sock, {"err": {"type": "NameError", "module": "builtins", "msg": "",
+                                                      "global": exc.name}}, [])
+                        return
+                    raise
+                finally:
+                    hidden.restore()
                 self._reply({"ok": None}, value, echo=received)  # the judge names the function, not the kernel
             elif op == "getattr":
                 value = getattr(target, str(req.get("name")))
@@ -148,6 +161,58 @@ class Agent:
         if "err" in reply:
             raise RemoteError(str(reply["err"])[:500])
         return wire.Decoder(buffers, self._resolve).decode(reply.get("ok"))
+
+
+class _Hidden:
+    """The notebook's variables taken out of the namespaces a call can read, until :meth:`restore`."""
+
+    def __init__(self, spaces: list[dict], names: list[str]):
+        self.names = frozenset()
+        self._taken: list[tuple[dict, str, object]] = []
+        for space in spaces:
+            for name in names:
+                if name in space and _is_data(space[name]):
+                    self._taken.append((space, name, space.pop(name)))
+        self.names = frozenset(name for _, name, _ in self._taken)
+
+    def restore(self) -> None:
+        for space, name, value in self._taken:
+            space[name] = value
+        self._taken = []
+
+
+def _hide(target, names) -> _Hidden:
+    """Hide ``names`` (the notebook's variables, :func:`..trust.notebook_globals`) that hold data from the
+    kernel's namespace and from the globals of the called function (or class, or object's method), for one call:
+    a function that reads one raises NameError. Functions, classes, modules and other objects stay."""
+    names = [n for n in names if isinstance(n, str)][:10_000] if isinstance(names, list) else []
+    if not names:
+        return _Hidden([], [])
+    spaces = [_namespace()]
+    for owner, attr in ((target, None), (type(target), "forward"), (type(target), "__call__"), (target, "__init__")):
+        try:
+            fn = owner if attr is None else inspect.getattr_static(owner, attr, None)
+            fn = getattr(fn, "__func__", fn)
+            space = fn.__globals__ if isinstance(fn, types.FunctionType) else None
+        except Exception:  # an object of the student's own that will not say: its call reads what it reads
+            space = None
+        if isinstance(space, dict) and all(space is not s for s in spaces):
+            spaces.append(space)
+    return _Hidden(spaces, names)
+
+
+def _is_data(x, depth: int = 0) -> bool:
+    """Numbers, strings, arrays and tensors, and lists, tuples and dicts of them: what a notebook's example holds."""
+    if isinstance(x, (bool, int, float, complex, str, bytes)) or _is_array(x):
+        return True
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.generic):
+        return True
+    if depth < 3 and isinstance(x, (list, tuple)):
+        return all(_is_data(v, depth + 1) for v in x[:1000])
+    if depth < 3 and isinstance(x, dict):
+        return all(_is_data(v, depth + 1) for v in list(x.values())[:1000])
+    return False
 
 
 def _is_array(x) -> bool:

@@ -124,6 +124,29 @@ def bound_names(source: str) -> frozenset[str]:
     return frozenset(bound)
 
 
+def global_names(source: str) -> frozenset[str]:
+    """The names a cell binds at its top level (the notebook's globals it makes), not those bound inside its
+    functions, classes, lambdas or comprehensions."""
+    try:
+        tree = ast.parse(python_source(source))
+    except SyntaxError:
+        return frozenset()
+    bound, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(bound)
+
+
 @functools.lru_cache(maxsize=4096)
 def signatures(source: str) -> dict[str, tuple[str, ...]]:
     """The parameters of each function and class a cell defines at its top level, in call order (a class: its

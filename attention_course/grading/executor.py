@@ -131,6 +131,7 @@ class JudgedExecute(NbGraderPreprocessor):
         self._allowed = trust.student_names(course, info.get("assignment", ""), info.get("notebook", ""), nb)
         self._signatures = {name: list(params) for name, params in trust.master_signatures(
             course, info.get("assignment", ""), info.get("notebook", "")).items() if name.split(".")[0] in self._allowed}
+        self._globals = trust.notebook_globals(course, info.get("assignment", ""), info.get("notebook", ""), nb)
         self.kernel = None
         self.judge = None
         os.environ.setdefault("MPLBACKEND", "Agg")
@@ -177,7 +178,8 @@ class JudgedExecute(NbGraderPreprocessor):
         if self.judge is not None:
             self.judge.close()
         self.judge = JudgeProcess(forkserver.server(list(self.preload)), self.judge_memory_limit, os.getcwd())
-        self.judge.request({"op": "allow", "names": sorted(self._allowed), "signatures": self._signatures}, 10)
+        self.judge.request({"op": "allow", "names": sorted(self._allowed), "signatures": self._signatures,
+                            "globals": sorted(self._globals)}, 10)
         for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
                                        self.timeout + self.interrupt_grace)

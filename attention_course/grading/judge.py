@@ -152,6 +152,8 @@ class Connection:
         self.notes: list[str] = []
         #: the master's parameters of each function a student defines (:func:`.trust.master_signatures`)
         self.signatures: dict[str, tuple[str, ...]] = {}
+        #: the notebook's variables each call of a student's function is made without (:func:`.trust.notebook_globals`)
+        self.hide: tuple[str, ...] = ()
 
     def start_cell(self, hidden: frozenset[int]) -> None:
         self.hidden, self.texts, self.notes = hidden, [], []
@@ -318,6 +320,8 @@ class Connection:
                "grad": torch.is_grad_enabled()}
         if op == "vjp":
             req["cotangents"] = list(cotangents)
+        if self.hide:
+            req["hide"] = list(self.hide)
         name = self._callee(getattr(target, "_judge_name", None))
         value = self.request(req, name=name)
         if isinstance(value, Remote) and name is not None and any(k.startswith(f"{name}.") for k in self.signatures):
@@ -343,6 +347,12 @@ def _remote_error(err, conn: Connection) -> BaseException:
     if not isinstance(err, dict):
         err = {"msg": str(err)}
     hidden = conn._on_hidden_line()
+    read = err.get("global")
+    if isinstance(read, str) and read in conn.hide:  # one of the names the judge hid: the course's words alone
+        return NameError(f"your code reads the notebook's variable {read} instead of taking what it needs from its "
+                         f"arguments: the tests call your functions with the notebook's variables out of reach. Use "
+                         f"the arguments' own sizes (X.shape, len(...)) and values, so the function works on any "
+                         f"input, not only the notebook's example.")
     name, msg = str(err.get("type", "Error"))[:100], str(err.get("msg", ""))[:2000]
     builtin = err.get("module") == "builtins" and name in _BUILTIN_ERRORS
     if hidden:
@@ -367,6 +377,7 @@ class Judge:
         self.allowed = allowed
         #: the master's parameters of each of them (:func:`.trust.master_signatures`), for the notes
         self.signatures: dict[str, tuple[str, ...]] = {}
+        self.hide: tuple[str, ...] = ()  # the notebook's variables the student's functions are called without
         self.ns: dict = {"__name__": "__main__", "__builtins__": builtins, "get_ipython": _no_ipython}
         self.hidden: frozenset[int] = frozenset()  # the hidden lines of the cell that ran last
 

@@ -89,14 +89,15 @@ def serve(fd: int, settings: dict) -> int:
                 judge.conn.sock.close()
             judge.conn = Connection(socket.socket(fileno=fds[0])) if fds else None
             if judge.conn is not None:
-                judge.conn.signatures = judge.signatures
+                judge.conn.signatures, judge.conn.hide = judge.signatures, judge.hide
         elif op == "allow":
             judge.allowed = frozenset(msg.get("names", []))
             signatures = msg.get("signatures", {})
             judge.signatures = {str(k): tuple(map(str, v)) for k, v in signatures.items()} \
                 if isinstance(signatures, dict) else {}
+            judge.hide = tuple(str(n) for n in msg.get("globals", []) if isinstance(n, str))
             if judge.conn is not None:
-                judge.conn.signatures = judge.signatures
+                judge.conn.signatures, judge.conn.hide = judge.signatures, judge.hide
         elif op in ("locked", "test"):
             timeout = float(msg.get("timeout", 60))
             conn = judge.conn

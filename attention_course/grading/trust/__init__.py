@@ -17,7 +17,8 @@ Exchange (:mod:`.exchange`)
     grade table), :func:`handed_in_time` (a hand-in copied in by hand: its notebooks' own time).
 Notebooks (:mod:`.notebook`)
     :func:`rebuilt_cells` (cells, roles, points, locked sources and order come from the gradebook and the
-    master), :func:`student_names` (what the judge may take from a kernel), :func:`changed_in_place` (a
+    master), :func:`student_names` (what the judge may take from a kernel), :func:`notebook_globals` (the notebook's
+    variables a student's function is called without), :func:`changed_in_place` (a
     function that changes its argument fails the check), :func:`capped_grade` (grades within the cell's points),
     :func:`tests_as_in_source` (a hand-in is graded only with the master's tests and points).
 Pages (:mod:`.pages`)
@@ -30,8 +31,8 @@ from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_n
                     kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
 from .exchange import (Inbound, handed_in_time, inbound_entries, inbound_view, login_of, logins_table,
                        record_refusals, redated_note, refusals, secret_owners, take_inbound, trusted_timestamp)
-from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, master_signatures, rebuilt_cells,
-                       student_names, tests_as_in_source)
+from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, master_signatures,
+                       notebook_globals, rebuilt_cells, student_names, tests_as_in_source)
 from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell,
                     inert_outputs, shown_failure)
 
@@ -39,7 +40,8 @@ __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_n
            "inspect_handin", "kernel_files", "handed_in_time", "inbound_entries", "logins_table", "record_refusals", "refusals",
            "Inbound", "inbound_view", "login_of", "redated_note", "secret_owners", "take_inbound",
            "trusted_timestamp", "plain_id", "read_small", "safe_copy", "submitted", "write_exchange_metadata",
-           "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "master_signatures", "rebuilt_cells", "student_names",
+           "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "master_signatures", "notebook_globals",
+           "rebuilt_cells", "student_names",
            "tests_as_in_source",
            "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell",
            "inert_outputs", "shown_failure"]

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from .. import wire
-from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, replace_blocks, signatures, uncomment
+from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, global_names, replace_blocks, signatures, uncomment
 from .pages import inert_attachments
 
 
@@ -151,6 +151,29 @@ def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset
     for src in sources:
         names |= bound_names(src)
     return frozenset(names - locked)
+
+
+def notebook_globals(course: Path, assignment: str, notebook: str, nb) -> frozenset:
+    """Rule: the student's functions are called by the tests with the notebook's own variables out of reach: the
+    names the master's locked cells (not its tests) bind at their top level, which the agent hides from the
+    kernel's namespace for each call when they hold data (:func:`.agent._hide`). A function that reads one (the
+    book's sizes ``D_udl`` instead of its argument's shape) fails with a message naming it
+    (:func:`.judge._remote_error`).
+
+    The master is read from ``source/``; without it, the hand-in's locked cells."""
+    def locked(md) -> bool:
+        return bool(md.get("locked")) and not (md.get("grade") and not md.get("solution"))
+
+    try:
+        master = json.loads((Path(course) / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
+        sources = [_source(c) for c in master["cells"]
+                   if c["cell_type"] == "code" and locked(c.get("metadata", {}).get("nbgrader", {}))]
+    except (OSError, ValueError, KeyError, TypeError):
+        sources = [c.source for c in nb.cells if c.cell_type == "code" and locked(c.metadata.get("nbgrader", {}))]
+    names = set()
+    for src in sources:
+        names |= global_names(src)
+    return frozenset(names)
 
 
 def master_signatures(course: Path, assignment: str, notebook: str) -> dict[str, tuple[str, ...]]:
