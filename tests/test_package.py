@@ -441,3 +441,20 @@ def test_the_hub_environment_copies_only_pinned_packages_whose_files_match_their
                              str(env)], capture_output=True, text=True).stderr  # -v: where each module came from
     pyc = importlib.util.cache_from_source(str(env / "good" / "__init__.py"))
     assert f"code object from '{pyc}'" in loaded, loaded[-2000:]  # taken as current, not compiled again
+
+
+def test_the_bench_allows_stock_nbgrader_only_the_differences_the_courses_rules_make():
+    """``make bench`` compares stock nbgrader's per-cell grades with the course's: a difference passes only when a
+    stated rule makes it (named in the bench's output), any other fails the bench."""
+    from tools.bench import STOCK_RULES, stock_differs_by_rule
+
+    mistake = Submission("unscaled", "", loses=frozenset({"test_scores"}), says="x")
+    in_place = Submission("softmax-in-place", "", noted="changed its argument S in place")
+    alternative = Submission("einsum", "")
+    assert stock_differs_by_rule(mistake, "test_scores", 4.0, 0.0) == STOCK_RULES["judged"]
+    assert stock_differs_by_rule(in_place, "test_softmax_values", 0.0, 4.0) == STOCK_RULES["in place"]
+    assert stock_differs_by_rule(mistake, "test_scores", 0.0, 4.0) is None  # the course gives points stock does not
+    assert stock_differs_by_rule(mistake, "test_other", 4.0, 0.0) is None  # a cell the mistake must keep
+    assert stock_differs_by_rule(alternative, "test_scores", 0.0, 4.0) is None
+    assert stock_differs_by_rule(in_place, "test_softmax_values", 4.0, 0.0) is None
+    assert stock_differs_by_rule(None, "test_scores", 4.0, 0.0) is None  # complete and blank: always identical
