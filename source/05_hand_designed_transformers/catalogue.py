@@ -53,7 +53,7 @@ SUBMISSIONS = [
     Submission(
         "scale-by-d_v", "scaled the scores by sqrt(d_v)",
         edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(V.shape[-1])")],
-        says="common mistake: the scores are scaled by sqrt(d_v) instead of sqrt(d_qk)",
+        says="common mistake: the scores are scaled by sqrt(3), which is sqrt(d_v) (and sqrt(input_dim)) here",
         loses=frozenset({"test_torch_equivalence"}), in_demo=True,
     ),
     Submission(
@@ -67,6 +67,41 @@ SUBMISSIONS = [
         "weights-transposed", "weighted the values with the transposed attention matrix",
         edits=[("torch_transformer", "return weights @ V", "return weights.T @ V")],
         says='common mistake: the weights are transposed',
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    # Issue 60: a scale read from the example's global or from the wrong size, a twin that is not differentiable.
+    Submission(
+        "twin-scale-from-example", "scaled by sqrt of the example's d_qk (the global Km_r.shape[1], 2) instead of qk_dim",
+        edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(Km_r.shape[1])")],
+        says="the qk_dim of the example above (a fixed 2)",
+        headline="the qk_dim of the example above (a fixed 2)",
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    Submission(
+        "twin-scale-by-length", "confused the two sizes: scaled by sqrt(L), the number of tokens, instead of sqrt(d_qk)",
+        edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(len(seq))")],
+        says="the scores are scaled by sqrt(L) = sqrt(4), the number of tokens",
+        headline="the number of tokens",
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    Submission(
+        "twin-scale-by-input-width", "scaled by sqrt of the input's width (token and position features) instead of d_qk",
+        edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(seq.shape[-1])")],
+        says="the width of the token with its position (input_dim + pos_dim)",
+        headline="the width of the token with its position (input_dim + pos_dim)",
+        loses=frozenset({"test_torch_equivalence"}),
+    ),
+    Submission(
+        "twin-wraps-reference", "wrapped the NumPy reference_transformer in forward: right outputs, but nothing to train",
+        replace={"torch_transformer": TORCH_INIT + '''
+    def forward(self, seq):
+        pos = None if self.pos is None else self.pos.weight.detach()
+        out, _ = reference_transformer(seq.detach(), self.Km.weight.detach().T, self.Qm.weight.detach().T,
+                                       self.Vm.weight.detach().T, pos)
+        return torch.tensor(out, dtype=torch.float32)
+'''},
+        says="no gradient of the output reaches the input sequence",
+        headline="no gradient of the output reaches the input sequence",
         loses=frozenset({"test_torch_equivalence"}),
     ),
     # ---- Parts 2, 3, 5: hand designs --------------------------------------------------------
