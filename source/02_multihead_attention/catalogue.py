@@ -44,6 +44,14 @@ SUBMISSIONS = [
         says="Look for an overflowing exp()",
         loses=frozenset({"test_attention_head", "test_multihead_independent"}),
     ),
+    Submission(
+        "head-scale-global-D_H", "scaled each head's scores by sqrt(D_H), the notebook's global D_H = 2, instead of the "
+        "width of the head it is given",
+        edits=[("attention_head", "math.sqrt(Q.shape[-1])", "math.sqrt(D_H)")],
+        says="reads the notebook's variable D_H",
+        headline="the notebook's D_H, instead of the square root of this head's width",
+        loses=frozenset({"test_attention_head", "test_multihead_independent"}),
+    ),
     # ---- Part 2: reshape and transpose ----------------------------------------------------
     Submission(
         "split-reshape-only", "split the heads with a reshape to [H, L, D_H] and no transpose",
@@ -83,6 +91,52 @@ SUBMISSIONS = [
         says="Look for an overflowing exp()",
         loses=frozenset({"test_multihead_combined"}),
     ),
+    Submission(
+        "split-two-heads", "split into two heads whatever H is (every visible case of the old release had two)",
+        edits=[("split_heads", "return T.reshape(L, H, D // H).transpose(1, 0, 2)", "return T.reshape(L, 2, D // 2).transpose(1, 0, 2)")],
+        says="every size taken from T.shape and the H it is given",
+        headline="every size taken from T.shape and the H it is given",
+        loses=frozenset({"test_split_heads", "test_multihead_combined"}),
+    ),
+    Submission(
+        "split-global-D", "split with the notebook's global D = 4 instead of T's own width",
+        edits=[("split_heads", "L, D = T.shape", "L = T.shape[0]")],
+        says="reads the notebook's variable D",
+        headline="every size taken from T.shape and the H it is given",
+        loses=frozenset({"test_split_heads", "test_multihead_combined"}),
+    ),
+    Submission(
+        "merge-two-heads", "merged heads 0 and 1 only (two heads hard-coded)",
+        edits=[("split_heads", "H, L, D_H = T.shape\n    return T.transpose(1, 0, 2).reshape(L, H * D_H)",
+                "return np.concatenate([T[0], T[1]], axis=-1)")],
+        says="only heads 0 and 1 are merged",
+        headline="only heads 0 and 1 are merged",
+        loses=frozenset({"test_merge_heads", "test_multihead_combined"}),
+    ),
+    Submission(
+        "combined-two-heads", "split the combined projections into two heads whatever H is",
+        edits=[("multihead_combined", "Q = split_heads(X @ W_q + b_q, H)", "Q = split_heads(X @ W_q + b_q, 2)"),
+               ("multihead_combined", "K = split_heads(X @ W_k + b_k, H)", "K = split_heads(X @ W_k + b_k, 2)"),
+               ("multihead_combined", "V = split_heads(X @ W_v + b_v, H)", "V = split_heads(X @ W_v + b_v, 2)")],
+        says="for each of the H heads asked for",
+        headline="for each of the H heads asked for",
+        loses=frozenset({"test_multihead_combined"}),
+    ),
+    Submission(
+        "stack-two-heads", "stacked heads 0 and 1 only (two heads hard-coded)",
+        edits=[("multihead_combined", "np.concatenate([head[key] for head in heads], axis=-1)",
+                "np.concatenate([heads[0][key], heads[1][key]], axis=-1)")],
+        says="only heads 0 and 1 are stacked",
+        headline="only heads 0 and 1 are stacked",
+        loses=frozenset({"test_stack_heads"}),
+    ),
+    Submission(
+        "stack-global-heads", "stacked the notebook's heads_seq instead of the heads passed in",
+        edits=[("multihead_combined", "[head[key] for head in heads]", "[head[key] for head in heads_seq]")],
+        says="reads the notebook's variable heads_seq",
+        headline="the notebook's heads_seq, not the heads passed in",
+        loses=frozenset({"test_stack_heads"}),
+    ),
     # ---- Part 3: the book's example --------------------------------------------------------
     Submission(
         "book-attention-transposed", "kept the companion notebook's bug: V times the [queries, keys] matrix",
@@ -97,6 +151,13 @@ SUBMISSIONS = [
         edits=[("multihead_columns", "E = np.exp(S - S.max(axis=0, keepdims=True))", "E = np.exp(S)")],
         says="Look for an overflowing exp()",
         loses=frozenset({"test_multihead_columns"}),
+    ),
+    Submission(
+        "columns-scale-global-D_Hb", "scaled the column-convention scores by sqrt(D_Hb), the book example's global head width",
+        edits=[("multihead_columns", "math.sqrt(Q.shape[0])", "math.sqrt(D_Hb)")],
+        says="reads the notebook's variable D_Hb",
+        headline="the notebook's D_Hb",
+        loses=frozenset({"test_book_table", "test_multihead_columns"}),
     ),
     # ---- Part 4: the module -----------------------------------------------------------------
     Submission(
@@ -166,6 +227,46 @@ SUBMISSIONS = [
         edits=[("multihead_module", "scores = scores.masked_fill(~mask, float(\"-inf\"))",
                 "scores = scores.masked_fill(~mask.reshape(-1, 1, L, L), float(\"-inf\"))")],
         says="The mask may have any shape that broadcasts to (B, H, L, L)",
+        loses=frozenset({"test_module_mask"}),
+    ),
+    Submission(
+        "module-mask-fill-1e9", "filled the blocked scores with -1e9 instead of -inf",
+        edits=[("multihead_module", 'scores = scores.masked_fill(~mask, float("-inf"))', "scores = scores.masked_fill(~mask, -1e9)")],
+        says="blocked scores are filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        headline="blocked scores are filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        loses=frozenset({"test_module_mask"}),
+    ),
+    Submission(
+        "module-mask-fill-1e4", "filled the blocked scores with -1e4 (a float16-safe habit) instead of -inf",
+        edits=[("multihead_module", 'scores = scores.masked_fill(~mask, float("-inf"))', "scores = scores.masked_fill(~mask, -1e4)")],
+        says="blocked scores are filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        headline="blocked scores are filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        loses=frozenset({"test_module_mask"}),
+    ),
+    Submission(
+        "module-split-sequence-first", "split and merged the heads with nn.MultiheadAttention's sequence-first code "
+        "(x taken as (L, B, D)): right for one sequence, wrong for a batch",
+        edits=[("multihead_module", "t.view(B, L, self.num_heads, self.d_head).transpose(1, 2)",
+                "t.reshape(L, B * self.num_heads, self.d_head).transpose(0, 1).reshape(B, self.num_heads, L, self.d_head)"),
+               ("multihead_module", "(weights @ V).transpose(1, 2).reshape(B, L, D)",
+                "(weights @ V).reshape(B * self.num_heads, L, self.d_head).transpose(0, 1).reshape(B, L, D)")],
+        says="sequence first",
+        headline="sequence first",
+        loses=frozenset(MODULE),
+    ),
+    Submission(
+        "module-mask-where-after-exp", "took exp() of every score and dropped the blocked ones with torch.where, the "
+        "maximum taken over the allowed keys: the output is right, but exp() of a blocked score far above the allowed "
+        "ones is inf, and the gradient through the dropped branch is 0 * inf = NaN",
+        edits=[("multihead_module", """        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)""", """        if mask is None:
+            mask = torch.ones_like(scores, dtype=torch.bool)
+        top = scores.masked_fill(~mask, float("-inf")).amax(dim=-1, keepdim=True)
+        e = torch.where(mask, torch.exp(scores - top), torch.zeros_like(scores))
+        weights = e / e.sum(dim=-1, keepdim=True)""")],
+        says="the gradient with respect to x contains NaN or inf",
+        headline="the gradient with respect to x contains NaN or inf",
         loses=frozenset({"test_module_mask"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------

@@ -45,6 +45,13 @@ SUBMISSIONS = [
         headline="the scores are scaled by sqrt(L), the sequence length, instead of sqrt(D)",
         loses=frozenset({"test_row_attention", "test_column_attention", "test_axis_symmetry"}),
     ),
+    Submission(
+        "attend-scale-global-D", "scaled the one-head scores by sqrt(D), the notebook's global D = 80, instead of the input's width",
+        edits=[("row_column_attention", "/ math.sqrt(x.shape[-1]), dim=-1)", "/ math.sqrt(D), dim=-1)")],
+        says="reads the notebook's variable D",
+        headline="the notebook's D, instead of the square root of this input's width",
+        loses=frozenset({"test_row_attention", "test_column_attention", "test_axis_symmetry"}),
+    ),
     # ---- Part 2: multi-head ----------------------------------------------------------------
     Submission(
         "multihead-column-reshape", "viewed the columns of the multi-head version with a reshape",
@@ -97,6 +104,15 @@ def multihead_column_attention(msa, p, H):
         headline="the scores are scaled by sqrt(S), the number of sequences, instead of sqrt(D_H)",
         loses=frozenset({"test_multihead_column"}),
     ),
+    Submission(
+        "multihead-column-output-not-restored", "left the multi-head column output in [B, L, S, D] order and reshaped it "
+        "to [B, S, L, D]: right at one position (L = 1), wrong at several",
+        edits=[("multihead_axial", 'torch.einsum("bihst,btihd->bsihd", w, v).reshape(B, S, L, D)',
+                'torch.einsum("bihst,btihd->bishd", w, v).reshape(B, S, L, D)')],
+        says="the output is not permuted back",
+        headline="the output is not permuted back",
+        loses=frozenset({"test_multihead_column"}),
+    ),
     # ---- Part 3: tied attention ------------------------------------------------------------
     Submission(
         "tied-no-sqrt-S", "scaled the tied logits by 1/sqrt(D_H), without the sqrt(S) for the sum over rows",
@@ -130,7 +146,7 @@ def multihead_column_attention(msa, p, H):
         edits=[("tied_row_attention", 'w = torch.softmax(logits, dim=-1)',
                 'w = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)')],
         says="Look for an overflowing exp()",
-        loses=frozenset({'test_tied_attention'}),
+        loses=frozenset(TIED),  # the padding check's logits near -8e9 underflow exp() to 0 everywhere: 0 / 0
     ),
     Submission(
         "tied-scale-sqrt-L", "scaled the tied logits by 1/sqrt(L * D_H): the row length instead of the number of rows",
@@ -150,6 +166,65 @@ def multihead_column_attention(msa, p, H):
         w = w / w.sum(dim=-1, keepdim=True)""")],
         says="logits (to -inf) before the softmax",
         headline="Mask the padded keys' logits (to -inf) before the softmax",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-rows-counted-over-batch", "counted the real sequences over the whole batch (seq_mask.sum()) instead of per "
+        "alignment: right for a batch of one",
+        edits=[("tied_row_attention", "n_rows = seq_mask.sum(dim=1).to(q.dtype)  # [B]", "n_rows = seq_mask.sum().to(q.dtype)"),
+               ("tied_row_attention", "/ torch.sqrt(n_rows * Dh)[:, None, None, None]", "/ torch.sqrt(n_rows * Dh)")],
+        says="counted over the whole batch",
+        headline="counted over the whole batch",
+        loses=frozenset(TIED),
+    ),
+    Submission(
+        "tied-pos-mask-ignored", "masked the padded sequences but never the padded positions",
+        edits=[("tied_row_attention", """    if pos_mask is not None:
+        logits = logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))
+""", "")],
+        says="pos_mask is ignored",
+        headline="pos_mask is ignored",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-seq-mask-ignored", "masked the padded positions but summed over every sequence, padded ones included",
+        edits=[("tied_row_attention", """    n_rows = seq_mask.sum(dim=1).to(q.dtype)  # [B]
+    q = q * seq_mask[:, :, None, None, None]
+""", """    n_rows = torch.full((B,), float(S))
+""")],
+        says="seq_mask is ignored",
+        headline="seq_mask is ignored",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-fill-1e9", "filled the padded keys' logits with -1e9 instead of -inf",
+        edits=[("tied_row_attention", 'logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))',
+                "logits.masked_fill(~pos_mask[:, None, None, :], -1e9)")],
+        says="filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        headline="filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-fill-1e4", "filled the padded keys' logits with -1e4 instead of -inf",
+        edits=[("tied_row_attention", 'logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))',
+                "logits.masked_fill(~pos_mask[:, None, None, :], -1e4)")],
+        says="filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        headline="filled with a finite number (such as -1e9 or -1e4) instead of -inf",
+        loses=frozenset({"test_tied_padding"}),
+    ),
+    Submission(
+        "tied-mask-where-after-exp", "took exp() of every logit and dropped the padded keys with torch.where, the "
+        "maximum taken over the real keys: the output is right, but exp() of a padded logit thousands above the real "
+        "ones is inf, and the gradient through the dropped branch is 0 * inf = NaN",
+        edits=[("tied_row_attention", """    if pos_mask is not None:
+        logits = logits.masked_fill(~pos_mask[:, None, None, :], float("-inf"))
+    w = torch.softmax(logits, dim=-1)""", """    keep = torch.ones(B, L, dtype=torch.bool) if pos_mask is None else pos_mask
+    keep = keep[:, None, None, :].expand_as(logits)
+    top = logits.masked_fill(~keep, float("-inf")).amax(dim=-1, keepdim=True)
+    e = torch.where(keep, torch.exp(logits - top), torch.zeros_like(logits))
+    w = e / e.sum(dim=-1, keepdim=True)""")],
+        says="the gradient with respect to msa contains NaN or inf",
+        headline="the gradient with respect to msa contains NaN or inf",
         loses=frozenset({"test_tied_padding"}),
     ),
     # ---- Part 5 ----------------------------------------------------------------------------
