@@ -71,7 +71,7 @@ SUBMISSIONS = [
                 "        weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-30)")],
         says="mask the scores (to -inf) before the softmax",
         headline="mask the scores (to -inf) before the softmax",
-        loses=frozenset({"test_attention_large_scores"}),
+        loses=frozenset({"test_attention_large_scores", "test_one_query"}),
     ),
     Submission(
         "fill-minus-100", "filled masked scores with -100 instead of -inf",
@@ -83,13 +83,13 @@ SUBMISSIONS = [
         "fill-minus-1e4", "filled masked scores with -1e4: exp(-1e4) is 0, so it passes until real scores are below -1e4",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -1e4).masked_fill(~has_key, 0.0)')],
         says="common mistake: masked scores are filled with a finite value",
-        loses=frozenset({"test_attention_large_scores"}),
+        loses=frozenset({"test_attention_large_scores", "test_one_query"}),
     ),
     Submission(
         "fill-minus-1e9", "filled masked scores with -1e9 (a common idiom), finite all the same",
         edits=[("attention", MASK_LINE, 'scores = scores.masked_fill(~mask, -1e9).masked_fill(~has_key, 0.0)')],
         says="common mistake: masked scores are filled with a finite value",
-        loses=frozenset({"test_attention_large_scores"}),
+        loses=frozenset({"test_attention_large_scores", "test_one_query"}),
     ),
     Submission(
         "softmax-no-max", "wrote the softmax as exp / sum exp, without subtracting each row's maximum",
@@ -98,7 +98,7 @@ SUBMISSIONS = [
                ("attention", "weights = torch.softmax(scores, dim=-1) * has_key",
                 "weights = scores.exp() / scores.exp().sum(dim=-1, keepdim=True) * has_key")],
         says="Look for an overflowing exp()",
-        loses=frozenset({"test_attention_unmasked", "test_attention_large_scores"}),
+        loses=frozenset({"test_attention_unmasked", "test_attention_large_scores", "test_one_query"}),
     ),
     Submission(
         "no-scaling", "ignored the scale flag: never divided by sqrt(d_k)",
@@ -111,7 +111,8 @@ SUBMISSIONS = [
         "scale-by-d_v", "divided the scores by sqrt(d_v) instead of sqrt(d_k)",
         edits=[("attention", "math.sqrt(Q.shape[-1])", "math.sqrt(V.shape[-1])")],
         says="common mistake: the scores are divided by sqrt(d_v) instead of sqrt(d_k)",
-        loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal"}),
+        loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal",
+                         "test_attention_fully_masked"}),
     ),
     Submission(
         "float-mask-not-converted", "used ~mask on the mask as given: a 0/1 float mask raises (only booleans were tried)",
@@ -161,6 +162,124 @@ SUBMISSIONS = [
         says="the population variance (correction=0) is used",
         headline="the population variance (correction=0) is used",
         loses=frozenset({"test_score_variance"}),
+    ),
+    # ---- issue 60: finite fills, ignored arguments, globals, axes of length 1, NaN gradients --------------
+    Submission(
+        "padding-mask-length-from-lengths", "made the mask as long as the longest sequence instead of the padded length L",
+        edits=[("masks", "return (torch.arange(L)[None, :] < lengths[:, None])[:, None, :]",
+                "return (torch.arange(int(lengths.max()))[None, :] < lengths[:, None])[:, None, :]")],
+        says="The key axis has the padded length L = 6 you are given",
+        headline="The key axis has the padded length L = 6 you are given",
+        loses=frozenset({"test_padding_mask"}),
+    ),
+    Submission(
+        "one-query-fill-minus-1e9", "wrote its own one-query attention and filled the padded scores with -1e9 (a common "
+        "idiom): exp(-1e9) is 0, so it passes until every real key scores below -1e9",
+        replace={"one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    scores = torch.einsum("bd,bsd->bs", query, keys) / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(torch.as_tensor(mask) == 0, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("bs,bsd->bd", weights, values), weights
+'''},
+        says="padded scores are filled with a finite value",
+        headline="padded scores are filled with a finite value",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "one-query-where-after-exp", "wrote its own masked softmax: exp(score - the real keys' maximum), padded entries "
+        "zeroed by torch.where afterwards: the outputs are right, but exp of a padded score far above the real ones is "
+        "inf, and its gradient NaN",
+        replace={"one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    scores = torch.einsum("bd,bsd->bs", query, keys) / math.sqrt(query.shape[-1])
+    keep = torch.ones_like(scores, dtype=torch.bool) if mask is None else torch.as_tensor(mask) != 0
+    top = scores.masked_fill(~keep, float("-inf")).amax(dim=-1, keepdim=True)
+    e = torch.where(keep, torch.exp(scores - top), torch.zeros_like(scores))
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return torch.einsum("bs,bsd->bd", weights, values), weights
+'''},
+        says="are right, but the gradient with respect to the query contains NaN or inf",
+        headline="are right, but the gradient with respect to the query contains NaN or inf",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "one-query-squeeze", "removed the query axis with .squeeze(): right until the batch or the sequence has length 1",
+        edits=[("one_query_attention", "return out[:, 0], w[:, 0]", "return out.squeeze(), w.squeeze()")],
+        says=".squeeze() with no axis removes EVERY axis of length 1",
+        headline=".squeeze() with no axis removes EVERY axis of length 1",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "one-query-scores-squeeze", "computed the scores as bmm(keys, query[:, :, None]).squeeze(): with one key per "
+        "sequence the key axis goes too",
+        replace={"one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    scores = torch.bmm(keys, query[:, :, None]).squeeze() / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(torch.as_tensor(mask) == 0, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return torch.bmm(weights[:, None, :], values)[:, 0], weights
+'''},
+        says="An axis of length 1 was lost",
+        headline="An axis of length 1 was lost",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "one-query-scale-from-global", "scaled the one-query scores by the D of the notebook's k1 instead of the keys given",
+        replace={"one_query_attention": '''
+def one_query_attention(query, keys, values, mask=None):
+    scores = torch.einsum("bd,bsd->bs", query, keys) / math.sqrt(k1.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(torch.as_tensor(mask) == 0, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("bs,bsd->bd", weights, values), weights
+'''},
+        says="the D of the notebook's q1 and k1",
+        headline="the D of the notebook's q1 and k1",
+        loses=frozenset({"test_one_query"}),
+    ),
+    Submission(
+        "attention-scale-from-global", "divided the scores by the sqrt(d_k) of the notebook's Q_demo, not of the Q given",
+        edits=[("attention", "scores = scores / math.sqrt(Q.shape[-1])", "scores = scores / math.sqrt(Q_demo.shape[-1])")],
+        says="the d_k of the notebook's Q_demo and K_demo",
+        headline="the d_k of the notebook's Q_demo and K_demo",
+        loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal",
+                         "test_attention_fully_masked", "test_one_query"}),
+    ),
+    Submission(
+        "attention-scale-flag-ignored", "scaled the scores whatever the scale flag says",
+        edits=[("attention", "    if scale:\n        scores = scores / math.sqrt(Q.shape[-1])",
+                "    scores = scores / math.sqrt(Q.shape[-1])")],
+        says="the scores are divided by sqrt(d_k) even though scale=False",
+        headline="even though scale=False",
+        loses=frozenset({"test_attention_unmasked"}),
+    ),
+    Submission(
+        "attention-weights-always-returned", "returned the weights even with return_weights=False",
+        edits=[("attention", "return (output, weights) if return_weights else (output, None)", "return output, weights")],
+        says="with return_weights=False the second value returned must be None",
+        headline="with return_weights=False the second value returned must be None",
+        loses=frozenset({"test_attention_unmasked"}),
+    ),
+    Submission(
+        "attention-additive-nan-to-num", "an additive -inf mask, then torch.nan_to_num on the weights to repair a query "
+        "with no key: the outputs are right, the gradients NaN",
+        replace={"attention": '''
+def attention(Q, K, V, mask=None, scale=True, return_weights=True):
+    scores = Q @ K.transpose(-2, -1)
+    if scale:
+        scores = scores / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores + torch.zeros(scores.shape).masked_fill(~torch.as_tensor(mask).bool(), float("-inf"))
+    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))
+    output = weights @ V
+    return (output, weights) if return_weights else (output, None)
+'''},
+        says="the gradient with respect to Q contains NaN",
+        headline="are right, but the gradient with respect to Q contains NaN",
+        loses=frozenset({"test_attention_fully_masked"}),
     ),
     # ---- Alternative correct answers -------------------------------------------------------
     Submission(

@@ -67,8 +67,9 @@ def decode(X, W_q, W_k, W_v):
 def rope(x, positions, base=10000.0):
     x = torch.as_tensor(x, dtype=torch.DTYPE)
     d = x.shape[1]
-    angle = torch.as_tensor(positions, dtype=torch.DTYPE).reshape(-1, 1) * base ** (-torch.arange(0, d, 2, dtype=torch.DTYPE) / d)
-    cos, sin = torch.cos(angle), torch.sin(angle)
+    # the angles in float64 whatever DTYPE (the notebook asks for it: near position 10**6 a float32 angle is off by 0.03)
+    angle = torch.as_tensor(positions, dtype=torch.float64).reshape(-1, 1) * base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cos, sin = torch.cos(angle).to(torch.DTYPE), torch.sin(angle).to(torch.DTYPE)
     even, odd = x[:, 0::2], x[:, 1::2]
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).reshape(x.shape)
 
@@ -293,14 +294,16 @@ def decode(X, W_q, W_k, W_v):
         "rope-rotates-values", "rotated the values as well as the queries and keys",
         edits=[("rope", "o, K_cache, V_cache = attend_with_cache(q, k, x @ W_v, K_cache, V_cache)",
                 "o, K_cache, V_cache = attend_with_cache(q, k, rope((x @ W_v)[None, :], [t], base)[0], K_cache, V_cache)")],
-        says="are the values rotated too? RoPE turns queries and keys only",
+        says="the values are rotated too: RoPE turns queries and keys only",
+        headline="the values are rotated too: RoPE turns queries and keys only",
         loses=frozenset({"test_decode_rope"}), in_demo=True,
     ),
     Submission(
         "rope-base-not-passed", "decode_rope did not pass base on to rope (always 10000)",
         edits=[("rope", "q = rope((x @ W_q)[None, :], [t], base)[0]", "q = rope((x @ W_q)[None, :], [t])[0]"),
                ("rope", "k = rope((x @ W_k)[None, :], [t], base)[0]", "k = rope((x @ W_k)[None, :], [t])[0]")],
-        says="is base passed on to rope?",
+        says="base is not passed on to rope",
+        headline="base is not passed on to rope",
         loses=frozenset({"test_decode_rope"}),
     ),
     Submission(
@@ -320,6 +323,131 @@ def decode(X, W_q, W_k, W_v):
         edits=[("rope", "angle = np.asarray(positions, dtype=float)[:, None]", "angle = positions[:, None].astype(float)")],
         says="positions may be a plain list",
         headline="positions may be a plain list",
+        loses=frozenset({"test_rope", "test_decode_rope"}),
+    ),
+    # ---- issue 60: scalars where arrays come, finite fills and starts, order, globals, sizes of one, float32 angles
+    Submission(
+        "combine-python-scalars", "wrote combine with Python's max and math.exp: right on floats, fails on arrays",
+        edits=[("online", "    m = np.maximum(m1, m2)\n    return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
+                "    m = max(m1, m2)\n    return m, s1 * math.exp(m1 - m) + s2 * math.exp(m2 - m)")],
+        says="combine must also work element by element on arrays",
+        headline="combine must also work element by element on arrays",
+        loses=frozenset({"test_combine"}),
+    ),
+    Submission(
+        "combine-if-else", "branched on which block has the larger maximum (an if on m1 >= m2): scalars only",
+        edits=[("online", "    m = np.maximum(m1, m2)\n    return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
+                "    if m1 >= m2:\n        return m1, s1 + s2 * np.exp(m2 - m1)\n    return m2, s1 * np.exp(m1 - m2) + s2")],
+        says="combine must also work element by element on arrays",
+        headline="combine must also work element by element on arrays",
+        loses=frozenset({"test_combine"}),
+    ),
+    Submission(
+        "combine-np-max-of-both", "took np.max([m1, m2]) for the common maximum: on arrays, the largest of all rows",
+        edits=[("online", "m = np.maximum(m1, m2)", "m = np.max([m1, m2])")],
+        says="np.maximum(m1, m2) compares element by element",
+        headline="np.maximum(m1, m2) compares element by element",
+        loses=frozenset({"test_combine"}),
+    ),
+    Submission(
+        "online-max-starts-at-minus-1e9", "started the running maximum at -1e9, 'minus infinity enough': wrong once "
+        "every score lies below it",
+        edits=[("online", "m, s = -np.inf, 0.0", "m, s = -1e9, 0.0")],
+        says="at 0 or at a finite number such as -1e4 or -1e9",
+        headline="at 0 or at a finite number such as -1e4 or -1e9",
+        loses=frozenset({"test_online_softmax"}),
+    ),
+    Submission(
+        "tiled-max-starts-at-minus-1e9", "started each query's running maximum at -1e9 instead of -inf",
+        edits=[("tiled", "m = np.full(qe - qs, -np.inf)", "m = np.full(qe - qs, -1e9)")],
+        says="the running maximum must start at -inf (not at 0 or -1e9)",
+        headline="the running maximum must start at -inf (not at 0 or -1e9)",
+        loses=frozenset({"test_tiled_large_scores"}),
+    ),
+    Submission(
+        "tiled-causal-fill-minus-1e9", "filled the masked (future) scores with -1e9 instead of -inf",
+        edits=[("tiled", "S = np.where(np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None], S, -np.inf)",
+                "S = np.where(np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None], S, -1e9)")],
+        says="masked scores are filled with a finite number (such as -1e4 or -1e9)",
+        headline="masked scores are filled with a finite number (such as -1e4 or -1e9)",
+        loses=frozenset({"test_tiled_large_scores"}),
+    ),
+    Submission(
+        "tiled-causal-fill-minus-1e4", "filled the masked (future) scores with -1e4, as in half-precision code",
+        edits=[("tiled", "S = np.where(np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None], S, -np.inf)",
+                "S = np.where(np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None], S, -1e4)")],
+        says="masked scores are filled with a finite number (such as -1e4 or -1e9)",
+        headline="masked scores are filled with a finite number (such as -1e4 or -1e9)",
+        loses=frozenset({"test_tiled_large_scores"}),
+    ),
+    Submission(
+        "tiled-d-from-demo-global", "took d for the scale from the notebook's Q_demo (d = 4), left from trying the demo",
+        edits=[("tiled", "scale = 1.0 / math.sqrt(d)", "scale = 1.0 / math.sqrt(Q_demo.shape[1])")],
+        says="not from a notebook variable such as Q_demo",
+        headline="not from a notebook variable such as Q_demo",
+        # the large-score cases have d = 4 (the demo's width) or scores so far apart that the softmax is one-hot
+        loses=TILED_ALL - {"test_tiled_large_scores"},
+    ),
+    Submission(
+        "tiled-squeezed", "returned O.squeeze(): a single query loses its query axis",
+        edits=[("tiled", "    return O, tiles", "    return O.squeeze(), tiles")],
+        says="no squeeze()",
+        headline="no squeeze()",
+        loses=frozenset({"test_tiled_ragged"}),
+    ),
+    Submission(
+        "cache-prepends", "put the new key and value first in the caches: attention ignores the order of its keys, so "
+        "the output is right",
+        edits=[("cache", "K_cache = np.concatenate([K_cache, np.asarray(k, dtype=float)[None, :]])",
+                "K_cache = np.concatenate([np.asarray(k, dtype=float)[None, :], K_cache])"),
+               ("cache", "V_cache = np.concatenate([V_cache, np.asarray(v, dtype=float)[None, :]])",
+                "V_cache = np.concatenate([np.asarray(v, dtype=float)[None, :], V_cache])")],
+        says="the new key is put first, above the cached ones (prepended)",
+        headline="the new key is put first, above the cached ones (prepended)",
+        loses=frozenset({"test_attend_with_cache"}),
+    ),
+    Submission(
+        "cache-scale-from-global-K", "scaled by the width of the notebook's K (16, from the memory cell) instead of q's",
+        edits=[("cache", "s = K_cache @ q / math.sqrt(len(q))", "s = K_cache @ q / math.sqrt(K.shape[1])")],
+        says="not from a notebook variable such as K or Q",
+        headline="not from a notebook variable such as K or Q",
+        loses=CACHE_ALL,
+    ),
+    Submission(
+        "decode-squeezed", "returned np.stack(outputs).squeeze(): a single token loses its token axis",
+        edits=[("cache", "    return np.stack(outputs)", "    return np.stack(outputs).squeeze()")],
+        says="no squeeze()",
+        headline="no squeeze()",
+        loses=frozenset({"test_decode"}),
+    ),
+    Submission(
+        "rope-keys-only", "decode_rope rotated each key before caching it but used the query as projected",
+        edits=[("rope", "q = rope((x @ W_q)[None, :], [t], base)[0]", "q = x @ W_q")],
+        says="the keys are rotated but not the query",
+        headline="the keys are rotated but not the query",
+        loses=frozenset({"test_decode_rope"}),
+    ),
+    Submission(
+        "rope-query-only", "decode_rope rotated the query but cached the keys as projected",
+        edits=[("rope", "k = rope((x @ W_k)[None, :], [t], base)[0]", "k = x @ W_k")],
+        says="the query is rotated but not the keys",
+        headline="the query is rotated but not the keys",
+        loses=frozenset({"test_decode_rope"}),
+    ),
+    Submission(
+        "rope-float32-angles", "computed the RoPE angles in float32 (to save memory): 1e-3 to 3e-2 off near position 10**6",
+        edits=[("rope", "angle = np.asarray(positions, dtype=float)[:, None] * base ** (-np.arange(0, d, 2) / d)",
+                "angle = np.asarray(positions, dtype=np.float32)[:, None] * np.float32(base) ** "
+                "(-np.arange(0, d, 2, dtype=np.float32) / np.float32(d))")],
+        says="needs float64",
+        headline="An angle near 10^6 radians needs float64",
+        loses=frozenset({"test_rope"}),
+    ),
+    Submission(
+        "rope-ignores-base", "wrote the frequencies with 10000 instead of the argument base",
+        edits=[("rope", "base ** (-np.arange(0, d, 2) / d)", "10000.0 ** (-np.arange(0, d, 2) / d)")],
+        says="rope ignores its argument base",
+        headline="rope ignores its argument base",
         loses=frozenset({"test_rope", "test_decode_rope"}),
     ),
     # ---- alternatives: correct in another way ---------------------------------------------------
@@ -431,7 +559,8 @@ def tiled_attention(Q, K, V, block_q, block_k, causal=False):
             with np.errstate(divide="ignore"):
                 tile_lse = top[:, 0] + np.log(p.sum(axis=1))
             new_lse = np.logaddexp(lse, tile_lse)
-            o = o * np.exp(lse - new_lse)[:, None] + (p @ V[k0:k1]) * np.exp(top[:, 0] - new_lse)[:, None]
+            # exp(top - new_lse) is at most 1; a row with no key here (top set to 0, p = 0) must not reach exp(+big)
+            o = o * np.exp(lse - new_lse)[:, None] + (p @ V[k0:k1]) * np.exp(np.minimum(top[:, 0] - new_lse, 0.0))[:, None]
             lse = new_lse
         out[q0:q1] = o
     return out, computed

@@ -431,6 +431,69 @@ SUBMISSIONS = [
         noted="changed its argument K in place",  # in place: noted at autograde, no point lost (README, Not defended)
         headline="the caller's K was modified in place",
     ),
+    # ---- issue 60: finite fills far below, causal ignored --------------------------------------------
+    Submission(
+        "backward-mask-fill-minus-1e9", "masked the scores with -1e9 (a common idiom) in the backward pass: right until "
+        "every allowed score of a row lies below -1e9",
+        edits=[("backward", "S = np.where(mask, S, -np.inf)", "S = np.where(mask, S, -1e9)")],
+        says="the masked scores are filled with a finite number",
+        headline="the masked scores are filled with a finite number",
+        loses=frozenset({"test_attention_backward_mask"}),
+    ),
+    Submission(
+        "flash-causal-fill-minus-1e9", "masked the causal scores with -1e9 in the tiled backward pass",
+        edits=[("flash", "S, -np.inf)\n            P = np.exp(S - lse[qs:qe, None])",
+                "S, -1e9)\n            P = np.exp(S - lse[qs:qe, None])")],
+        says="Wrong only in the rows whose allowed scores all equal -4e10",
+        headline="Wrong only in the rows whose allowed scores all equal -4e10",
+        loses=frozenset({"test_flash_backward_causal"}),
+    ),
+    Submission(
+        "flash-forward-causal-fill-minus-1e9", "masked the causal scores with -1e9 in the tiled forward pass",
+        edits=[("flash", "S, -np.inf)\n            m_new = np.maximum(m, S.max(axis=1))",
+                "S, -1e9)\n            m_new = np.maximum(m, S.max(axis=1))")],
+        says="Wrong only in the rows whose allowed scores all equal -4e10",
+        headline="Wrong only in the rows whose allowed scores all equal -4e10",
+        loses=frozenset({"test_flash_forward"}),
+    ),
+    Submission(
+        "flash-forward-causal-ignored", "ignored causal=True in the tiled forward pass (every tile computed, nothing masked)",
+        edits=[("flash", "            if causal and ks > qe - 1:\n                break\n", ""),
+               ("flash", "            if causal:\n                S = np.where(np.arange(ks, ke)[None, :] <= np.arange(qs, qe)[:, None], "
+                "S, -np.inf)\n            m_new", "            m_new")],
+        says="causal=True is ignored",
+        headline="causal=True is ignored",
+        loses=frozenset({"test_flash_forward", "test_flash_gradcheck"}),
+    ),
+    Submission(
+        "window-fill-minus-1e9", "masked the scores outside the band with -1e9 in the sliding-window kernel",
+        edits=[("window", "Q[qs:qe] @ K[ks:ke].T * scale, -np.inf)", "Q[qs:qe] @ K[ks:ke].T * scale, -1e9)")],
+        says="Wrong only in the rows whose allowed scores all equal -4e10",
+        headline="Wrong only in the rows whose allowed scores all equal -4e10",
+        loses=frozenset({"test_window"}),
+    ),
+    Submission(
+        "gqa-causal-fill-minus-1e9", "wrote grouped-query attention's forward pass by hand, the causal scores filled with -1e9",
+        edits=[("gqa", "    return np.stack([attention_forward(Q[h], K[h // group], V[h // group], mask) for h in range(H)])",
+                "    S = np.stack([Q[h] @ K[h // group].T for h in range(H)]) / math.sqrt(Q.shape[2])\n"
+                "    if causal:\n        S = np.where(mask, S, -1e9)\n"
+                "    P = np.exp(S - S.max(axis=2, keepdims=True))\n    P = P / P.sum(axis=2, keepdims=True)\n"
+                "    return np.stack([P[h] @ V[h // group] for h in range(H)])")],
+        says="Wrong only in the rows whose allowed scores all equal -4e10",
+        headline="Wrong only in the rows whose allowed scores all equal -4e10",
+        loses=frozenset({"test_gqa_forward"}),
+    ),
+    Submission(
+        "gqa-mask-from-global", "used the notebook's `mask` (left by the finite-difference cell) as the causal mask in "
+        "grouped-query attention instead of building one of the arrays' size",
+        edits=[("gqa", "    mask = np.tril(np.ones((L, K.shape[1]), dtype=bool)) if causal else None\n    return np.stack",
+                "    return np.stack"),
+               ("gqa", "attention_forward(Q[h], K[h // group], V[h // group], mask) for h in range(H)",
+                "attention_forward(Q[h], K[h // group], V[h // group], mask if causal else None) for h in range(H)")],
+        says="a mask must be [5, 5], built from the arrays you are given",
+        headline="a mask must be [5, 5], built from the arrays you are given",
+        loses=frozenset({"test_gqa_forward"}),
+    ),
     # ---- Alternative correct answers -----------------------------------------------------------
     Submission("alt-torch-float64", "every function in PyTorch, float64", replace=in_dtype(TORCH_ANSWER, "float64")),
     Submission("alt-torch-float32", "every function in PyTorch, float32", replace=in_dtype(TORCH_ANSWER, "float32")),
