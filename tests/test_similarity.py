@@ -89,7 +89,8 @@ def test_the_json_interface_is_exactly_as_documented(reports, opaque_class):
         scores = [p["score"] for p in data["pairs"]]
         assert scores == sorted(scores, reverse=True), f"{assignment}: pairs not best first"
         for p in data["pairs"]:
-            assert set(p) == {"students", "score", "flagged", "shares", "matched_tokens"}, p
+            assert set(p) == {"students", "score", "flagged", "shares", "matched_tokens", "whole", "parts"}, p
+            assert p["score"] == max([p["whole"], *(x["score"] for x in p["parts"])]), p
             assert len(p["students"]) == 2 and p["students"][0] != p["students"][1]
             assert 0 <= p["score"] <= 1 and p["flagged"] == (p["score"] >= data["threshold"]), p
             assert len(p["shares"]) == 2 and all(0 <= x <= 1 for x in p["shares"]) and p["matched_tokens"] >= 0

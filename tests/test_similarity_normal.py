@@ -162,3 +162,27 @@ def test_different_code_stays_different():
     for other in ("def f(a, b):\n    return a * b", "def f(a, b):\n    return b @ a.T",
                   "def f(a, b):\n    return torch.einsum('ij,ik->jk', a, b)"):
         assert filtered(normalise(other))[0] != a, other
+
+
+def test_a_port_between_numpy_and_pytorch():
+    """Issue 61: the spellings a port changes, and the conversions it adds at a function's edges."""
+    same("def f(S, mask, d):\n    S = S / np.sqrt(d)\n    S[mask] = -np.inf\n"
+         "    z = np.exp(S - np.max(S, axis=-1, keepdims=True))\n    return z / z.sum(axis=-1, keepdims=True)",
+         "def f(S, mask, d):\n    S = torch.as_tensor(S)\n    S = S * d ** -0.5\n    S = S.masked_fill(mask, -np.inf)\n"
+         "    z = torch.exp(S - torch.amax(S, dim=-1, keepdim=True))\n    return (z / z.sum(dim=-1, keepdim=True)).numpy()",
+         "def f(S, mask, d):\n    S = np.asarray(S, dtype=float)\n    S = S / math.sqrt(d)\n    S = np.where(mask, -np.inf, S)\n"
+         "    z = np.exp(S - S.max(-1, keepdims=True))\n    return z / np.sum(z, -1, keepdims=True)")
+
+
+def test_independent_updates_in_a_loop_body_in_any_order():
+    same("def f(xs):\n    m, s = 0, 0\n    for x in xs:\n        a = x.max()\n        b = x.sum()\n        m = m + a\n"
+         "        s = s + b\n    return m, s",
+         "def f(xs):\n    s = 0\n    m = 0\n    for x in xs:\n        b = x.sum()\n        s += b\n        a = x.max()\n"
+         "        m += a\n    return m, s")
+
+
+def test_a_reciprocal_power_is_a_negative_power():
+    same("def f(x, base):\n    return base ** (-2.0 * x / 8)", "def f(x, base):\n    return 1 / base ** (2 * x / 8)",
+         "def f(x, base):\n    return 1.0 / (base ** (2.0 * x / 8))", "def f(x, base):\n    return 1 / base ** (x * 2 / 8)")
+    same("def f(d):\n    return d ** -0.5", "def f(d):\n    return 1 / d ** 0.5", "def f(d):\n    return 1 / math.sqrt(d)")
+    assert filtered(normalise("def f(x, b):\n    return b ** -x"))[0] != filtered(normalise("def f(x, b):\n    return b ** x"))[0]

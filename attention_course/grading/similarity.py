@@ -12,7 +12,9 @@ copydetect (winnowing, as MOSS; it tokenises with Pygments and replaces every id
 does not help either). Code that many students share (more than ``max(COMMON_MIN, COMMON_SHARE * n)`` hand-ins:
 what everyone writes for ``softmax``) is left out as MOSS does, and pairs are found through an index of the
 fingerprints: only pairs sharing a fingerprint are compared. Code the report cannot read (``exec`` of a computed
-string...) is named, cell by cell, as opaque (:mod:`.similarity_opaque`).
+string...) is named, cell by cell, as opaque (:mod:`.similarity_opaque`). Each hand-in is compared whole and by
+part (each function or class the release names, against the same part of every other hand-in), fingerprints
+weighed by how rare they are in the class; a pair's score is its strongest evidence (:mod:`.similarity_parts`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from . import trust
 from .cells import python_source
@@ -34,6 +37,7 @@ from .similarity_normal import normalise, normalise_all  # noqa: F401  (normalis
 from .similarity_opaque import opaque_entries, read
 from .similarity_read import file_constructs
 from .similarity_page import summary  # the command's summary, beside the page
+from .similarity_parts import fingerprint_parts, part_pairs
 
 #: copydetect's settings, as MOSS uses them: a match must span at least NOISE characters of the tokenised code
 #: (identifiers count one character each), and any match of GUARANTEE characters is found.
@@ -60,6 +64,8 @@ class Handin:
     fingerprint: object = None
     weights: object = None  # their weights (CORPUS_WEIGHT where the master has the same code)
     total: float = 0.0
+    parts: dict = field(default_factory=dict)  # part -> (its normalised text, its fingerprint): .similarity_parts
+    full: object = None  # its fingerprint before common code is left out (hashes, hash_idx, k, filtered_code)
 
 
 @dataclass
@@ -76,7 +82,7 @@ class Result:
 
     def as_json(self) -> dict:
         """The interface other tools read: exactly ``{"pairs": [...], "threshold": t, "opaque": [...]}``."""
-        return {"pairs": [{k: v for k, v in p.items() if k != "slices"} for p in self.pairs],
+        return {"pairs": [{k: v for k, v in p.items() if k not in ("slices", "part_slices")} for p in self.pairs],
                 "threshold": self.threshold, "opaque": [{k: v for k, v in o.items() if k != "excerpt"}
                                                         for o in self.opaque]}
 
@@ -326,16 +332,23 @@ def weigh(h: Handin, corpus: set) -> None:
 
 
 def compare(a: Handin, b: Handin) -> dict:
-    """Two hand-ins' shares (the weighted part of each one's code found in the other) and the pair's score (their
-    mean)."""
+    """Two hand-ins' shares (the weighted part of each one's code found in the other) and the whole's score: their
+    mean, times ``min(1, n / RARE_WHOLE)`` where ``n`` is the code they share, common code included
+    (:mod:`.similarity_parts`): two hand-ins that are only a few short idiomatic answers are little evidence."""
+    from .similarity_parts import RARE_WHOLE
+
     matched = a.fingerprint.hashes & b.fingerprint.hashes
     shares, tokens = [], 0
     for h in (a, b):
         mask = covered(h.fingerprint, matched)
         tokens = max(tokens, int(mask.sum()))
         shares.append(min(1.0, float(h.weights[mask].sum()) / h.total) if h.total else 0.0)
-    return {"students": [a.student, b.student], "score": round(sum(shares) / 2, 4),
-            "shares": [round(x, 4) for x in shares], "matched_tokens": tokens}
+    score = sum(shares) / 2
+    if score and tokens < RARE_WHOLE:
+        everything = a.full.hashes & b.full.hashes
+        score *= min(1.0, max(int(covered(h.full, everything).sum()) for h in (a, b)) / RARE_WHOLE)
+    return {"students": [a.student, b.student], "score": round(score, 4), "whole": round(score, 4),
+            "shares": [round(x, 4) for x in shares], "matched_tokens": tokens, "parts": []}
 
 
 def matched_regions(a: Handin, b: Handin) -> list:
@@ -343,6 +356,14 @@ def matched_regions(a: Handin, b: Handin) -> list:
     from copydetect import compare_files
 
     return [s.tolist() for s in compare_files(a.fingerprint, b.fingerprint)[2]]
+
+
+def part_regions(a: Handin, b: Handin, part: str) -> dict:
+    """A shared part of a pair, for the page: each one's text of it and copydetect's matched regions in it."""
+    from copydetect import compare_files
+
+    (ta, fa), (tb, fb) = a.parts[part], b.parts[part]
+    return {"texts": [ta, tb], "slices": [s.tolist() for s in compare_files(fa, fb)[2]]}
 
 
 def analyse(course: Path, assignment: str, threshold: float = THRESHOLD, common: int | None = None) -> Result:
@@ -354,17 +375,26 @@ def analyse(course: Path, assignment: str, threshold: float = THRESHOLD, common:
     corpus = fingerprint("master", master, boilerplate).hashes if master else set()
     for h in handins:
         h.fingerprint = fingerprint(h.student, h.code, boilerplate)
-    drop_common(handins, common)
+        h.full = SimpleNamespace(hashes=set(h.fingerprint.hashes), hash_idx=dict(h.fingerprint.hash_idx),
+                                 k=h.fingerprint.k, filtered_code=h.fingerprint.filtered_code)
+    limit = drop_common(handins, common)
     for h in handins:
         weigh(h, corpus)
-    candidates = sorted(candidate_pairs(handins))
+    _, part_weights = fingerprint_parts(handins, release.api, master, boilerplate, limit)
+    shared_parts = part_pairs(handins, part_weights)
+    candidates = sorted(candidate_pairs(handins) | set(shared_parts))
     pairs = [compare(handins[i], handins[j]) for i, j in candidates]
+    for (i, j), p in zip(candidates, pairs):
+        p["parts"] = shared_parts.get((i, j), [])
+        p["score"] = max([p["whole"], *(x["score"] for x in p["parts"])])
     by_name = {h.student: h for h in handins}
     pairs = [p for p in pairs if p["score"] > 0]
     for p in pairs:
         p["flagged"] = p["score"] >= threshold
         if p["flagged"]:
-            p["slices"] = matched_regions(*(by_name[s] for s in p["students"]))
+            a, b = (by_name[s] for s in p["students"])
+            p["slices"] = matched_regions(a, b)
+            p["part_slices"] = {name: part_regions(a, b, name) for x in p["parts"] for name in x.get("of", [x["part"]])}
     pairs.sort(key=lambda p: (-p["score"], p["students"]))
     return Result(assignment, [h.student for h in handins], pairs, skipped, notes, threshold,
                   {h.student: h.code for h in handins}, len(candidates),

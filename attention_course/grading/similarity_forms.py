@@ -1,6 +1,9 @@
 """The similarity normaliser's expression forms (see :mod:`.similarity_normal`): operators written as functions or
 methods, square roots, transposes, two-operand ``einsum`` matrix products, and call forms, each as one canonical
-form."""
+form; and (issue 61) what a port between NumPy and PyTorch adds or changes: conversions between arrays and
+tensors (``torch.as_tensor(x)``, ``np.asarray(x)``, ``x.numpy()``...) as ``x``, and a masked store (``S[mask] =
+v``, ``S.masked_fill(mask, v)``, ``np.where(mask, v, S)``) as one form; ``1 / b ** f`` as ``b ** -f``,
+``d ** -0.5`` as ``1 / sqrt(d)``, a minus sign on a number factor (``-(2 * i)`` as ``-2 * i``)."""
 
 from __future__ import annotations
 
@@ -85,6 +88,17 @@ _METHODS = {"sum", "mean", "max", "min", "amax", "amin", "exp", "log", "argmax",
             "empty_like", "copy", "clone", "detach", "contiguous", "view", "permute", "swapaxes", "transpose"}
 _RENAMED_KEYWORDS = {"dim": "axis", "keepdim": "keepdims"}
 _SQRT = {("np", "sqrt"), ("numpy", "sqrt"), ("math", "sqrt"), ("torch", "sqrt")}
+#: Conversions between arrays and tensors (a port adds them at the edges of a function): ``f(x)`` is ``x``.
+_CONVERSIONS = {"as_tensor", "from_numpy", "asarray", "tensor", "array", "asanyarray"}
+#: Methods that convert a tensor without changing its values: ``x.numpy()`` is ``x``.
+_CONVERTING_METHODS = {"numpy", "detach", "cpu"}
+
+
+def _masklike(node) -> bool:
+    """A subscript that selects by a condition (``S[mask]``, ``S[~keep]``, ``S[j > i]``, ``S[a | b]``)."""
+    return isinstance(node, ast.Name) and "mask" in node.id.lower() or isinstance(node, (ast.Compare, ast.UnaryOp)) \
+        and not isinstance(getattr(node, "op", None), ast.USub) \
+        or isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitOr, ast.BitAnd))
 
 
 def module_call(node) -> tuple[str, str] | None:
@@ -141,6 +155,28 @@ def _number(node):
     return node.value if isinstance(node, ast.Constant) and type(node.value) in (int, float) else None
 
 
+def _negated(node):
+    """``-node``, the sign put on a number factor (``-(2 * y / d)`` and ``-(y * 2 / d)`` as ``-2 * y / d``...)."""
+    if _number(node) is not None:
+        return ast.Constant(-node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return node.operand
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and _leading_number(node):
+        if _leading_number(node.left):
+            return ast.BinOp(_negated(node.left), node.op, node.right)
+        return ast.BinOp(node.left, node.op, _negated(node.right))
+    return ast.UnaryOp(ast.USub(), node)
+
+
+def _leading_number(node) -> bool:
+    """Whether a product (or quotient, by its dividend) has a number among its factors."""
+    if _number(node) is not None:
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _leading_number(node.left) or _leading_number(node.right)
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _leading_number(node.left)
+
+
 def _sqrt(arg):
     return ast.Call(ast.Name("sqrt", ast.Load()), [arg], [])
 
@@ -157,6 +193,12 @@ class Forms(ast.NodeTransformer):
                 return Replace(dict(zip(params, node.args))).visit(copy.deepcopy(node.func.body))
         mod = module_call(node)
         func = node.func.attr if isinstance(node.func, ast.Attribute) else name_of(node.func)
+        if mod and mod[1] in _CONVERSIONS and len(node.args) == 1 and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+            return node.args[0]  # torch.as_tensor(x, dtype=...) as x
+        if not mod and func in _CONVERTING_METHODS and isinstance(node.func, ast.Attribute) and not node.args:
+            return node.func.value  # x.numpy() as x
+        if not mod and func == "masked_fill" and isinstance(node.func, ast.Attribute) and len(node.args) == 2:
+            return ast.Call(ast.Attribute(node.args[0], "where", ast.Load()), [node.args[1], node.func.value], [])
         if mod and mod[1] == "einsum" and len(node.args) == 3 and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str):
             made = _einsum(node.args[0].value, node.args[1], node.args[2])
@@ -191,6 +233,24 @@ class Forms(ast.NodeTransformer):
         self.generic_visit(node)
         return ast.Attribute(node.value, "T", node.ctx) if node.attr == "mT" else node
 
+    def visit_Assign(self, node):
+        """``S[mask] = v`` as ``S = mask.where(v, S)`` (``np.where(mask, v, S)`` in its method form)."""
+        self.generic_visit(node)
+        target = node.targets[0]
+        if len(node.targets) == 1 and isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and _masklike(target.slice):
+            name = target.value.id
+            return ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], ast.Call(
+                ast.Attribute(target.slice, "where", ast.Load()), [node.value, ast.Name(name, ast.Load())], [])), node)
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.USub) and (_number(node.operand) is not None or isinstance(node.operand, ast.BinOp)
+                                              and _leading_number(node.operand)):
+            return _negated(node.operand)  # -2 as a number, -(2 * y) as -2 * y
+        return node
+
     def visit_IfExp(self, node):
         self.generic_visit(node)
         if isinstance(node.test, ast.Constant):  # a if True else b
@@ -211,14 +271,20 @@ class Forms(ast.NodeTransformer):
             return node.right
         if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and node.right.value == 0.5:
             return _sqrt(node.left)
+        if isinstance(node.op, ast.Pow) and _number(node.right) == -0.5:  # d ** -0.5 as 1 / sqrt(d)
+            return ast.BinOp(ast.Constant(1), ast.Div(), _sqrt(node.left))
+        if isinstance(node.op, ast.Div) and _number(node.left) == 1 and isinstance(node.right, ast.BinOp) \
+                and isinstance(node.right.op, ast.Pow):  # 1 / b ** f as b ** -f
+            return ast.BinOp(node.right.left, ast.Pow(), _negated(node.right.right))
         if isinstance(node.op, ast.Mult):
             for x, y in ((node.left, node.right), (node.right, node.left)):
                 if isinstance(y, ast.BinOp) and isinstance(y.op, ast.Div) and isinstance(y.left, ast.Constant) \
                         and y.left.value == 1:  # x * (1 / y)
                     return ast.BinOp(x, ast.Div(), y.right)
-                if isinstance(y, ast.BinOp) and isinstance(y.op, ast.Pow) and isinstance(y.right, ast.UnaryOp) \
-                        and isinstance(y.right.op, ast.USub) and isinstance(y.right.operand, ast.Constant) \
-                        and y.right.operand.value == 0.5:  # x * y ** -0.5
+                if isinstance(y, ast.BinOp) and isinstance(y.op, ast.Pow) and (_number(y.right) == -0.5 or isinstance(
+                        y.right, ast.UnaryOp) and isinstance(y.right.op, ast.USub) and isinstance(y.right.operand,
+                                                                                   ast.Constant)
+                        and y.right.operand.value == 0.5):  # x * y ** -0.5
                     return ast.BinOp(x, ast.Div(), _sqrt(y.left))
         return node
 

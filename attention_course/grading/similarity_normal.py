@@ -17,7 +17,9 @@ cell and used in another is seen as such.
   ``add``, ``subtract``, ``multiply``, ``divide``, ``power`` (NumPy's and PyTorch's names) as ``+ - * / **``; a
   two-operand ``einsum`` that is a matrix product (batched or not, with either operand transposed) as ``@``; the
   square root in any of its forms (``np.sqrt``, ``math.sqrt``, ``x ** 0.5``) as ``sqrt(x)``; ``x * (1 / y)`` and
-  ``x * y ** -0.5`` as divisions; a swap of the last two axes in any spelling as ``.T``;
+  ``x * y ** -0.5`` as divisions; a swap of the last two axes in any spelling as ``.T``; what a port between NumPy
+  and PyTorch adds: conversions (``torch.as_tensor(x)``, ``np.asarray(x)``, ``x.numpy()``, ``.detach()``) as ``x``,
+  and a masked store (``S[mask] = v``, ``S.masked_fill(mask, v)``, ``np.where(mask, v, S)``) as one form;
 * call forms: a module function that has a method form as the method (``np.sum(x, axis=-1)`` as
   ``x.sum(-1)``), ``dim`` / ``keepdim`` as ``axis`` / ``keepdims``, an axis keyword as the positional argument,
   keyword arguments in name order;

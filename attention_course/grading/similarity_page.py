@@ -19,7 +19,7 @@ outline-offset:2px} table{border-collapse:collapse;max-width:100%} td,th{border:
 text-align:left;overflow-wrap:anywhere} .pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 @media (max-width:700px){.pair{grid-template-columns:1fr}} .pair>div{min-width:0}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f6f8fa;border:1px solid #767676;padding:.5em;margin:0;
-font-size:.85em} mark{background:#ffd966;color:#1f1f1f;border-bottom:2px solid #1f1f1f}"""
+font-size:.85em} .part{margin:1em 0} mark{background:#ffd966;color:#1f1f1f;border-bottom:2px solid #1f1f1f}"""
 
 
 def histogram(result, out: Path) -> tuple[Path, str]:
@@ -71,15 +71,44 @@ def marked(code: str, slices) -> str:
     return "".join(parts)
 
 
+def _evidence(pair: dict) -> str:
+    """The strongest evidence of a pair, in words: its most shared part (or parts) or the whole hand-in."""
+    best = pair["parts"][0] if pair.get("parts") else None
+    if best is None or best["score"] <= pair.get("whole", pair["score"]):
+        return "the whole hand-in"
+    return f"the part {best['part']}" if "of" not in best else f"the parts {', '.join(best['of'])} together"
+
+
+def _part_sections(i: int, pair: dict) -> str:
+    """Each part a pair shares, side by side with its matching regions marked."""
+    a, b = pair["students"]
+    scores = {}
+    for x in pair.get("parts", []):
+        for name in x.get("of", [x["part"]]):
+            scores.setdefault(name, x["score"] if "of" not in x else None)
+    out = []
+    for name, found in (pair.get("part_slices") or {}).items():
+        said = f"score {scores[name]:.2f}" if scores.get(name) is not None else "the same in both"
+        sides = "".join(f"""<div><h4>{html.escape(who)}</h4><pre>{marked(text, found['slices'][k])}</pre></div>"""
+                        for k, (who, text) in enumerate(zip((a, b), found["texts"])))
+        out.append(f"""<div class="part"><h3>Part <code>{html.escape(name)}</code>: {said}</h3>
+<div class="pair by-part">{sides}</div></div>""")
+    return "\n".join(out)
+
+
 def _pair_section(i: int, pair: dict, texts: dict) -> str:
     a, b = pair["students"]
     slices = pair.get("slices") or [[[], []], [[], []]]
     sides = []
     for who, share, sl in ((a, pair["shares"][0], slices[0]), (b, pair["shares"][1], slices[1])):
-        sides.append(f"""<div><h3>{html.escape(who)}: {100 * share:.0f}% of this code is marked</h3>
+        sides.append(f"""<div><h4>{html.escape(who)}: {100 * share:.0f}% of this code is marked</h4>
 <pre>{marked(texts.get(who, ''), sl)}</pre></div>""")
+    whole = pair.get("whole", pair["score"])
     return f"""<section aria-labelledby="pair-{i}-title">
 <h2 id="pair-{i}">{i}. <span id="pair-{i}-title">{html.escape(a)} and {html.escape(b)}: score {pair['score']:.2f}</span></h2>
+<p>Strongest evidence: {html.escape(_evidence(pair))}. The whole hand-ins score {whole:.2f}.</p>
+{_part_sections(i, pair)}
+<h3>The whole hand-ins</h3>
 <div class="pair">{''.join(sides)}</div>
 <p><a href="#flagged">Back to the flagged pairs</a></p>
 </section>"""
@@ -129,7 +158,7 @@ def summary(result, page: Path | None = None) -> str:
     n = len(result.students)
     lines = [f"{result.assignment}: {n} hand-ins compared, {n * (n - 1) // 2} pairs, {len(flagged)} flagged "
              f"(score >= {result.threshold:g})"]
-    lines += [f"  {p['score']:.2f}  {p['students'][0]} and {p['students'][1]}" for p in flagged[:20]]
+    lines += [f"  {p['score']:.2f}  {p['students'][0]} and {p['students'][1]}: {_evidence(p)}" for p in flagged[:20]]
     if len(flagged) > 20:
         lines.append(f"  ... and {len(flagged) - 20} more (see {page or 'the page'})")
     lines += [f"  opaque: {o['student']}: {where(o)}: {'; '.join(o['constructs'])}" for o in result.opaque]
@@ -147,11 +176,12 @@ def write_page(result, out: Path) -> Path:
         f"<tr><td>{i}</td><td>" + (f'<a href="#pair-{i}">' if i <= SHOWN_PAIRS else "")
         + f"{html.escape(p['students'][0])} and {html.escape(p['students'][1])}"
         + ("</a>" if i <= SHOWN_PAIRS else "")
-        + f"</td><td>{p['score']:.2f}</td><td>{100 * p['shares'][0]:.0f}% / {100 * p['shares'][1]:.0f}%</td></tr>"
+        + f"</td><td>{p['score']:.2f}</td><td>{100 * p['shares'][0]:.0f}% / {100 * p['shares'][1]:.0f}%</td>"
+        f"<td>{html.escape(_evidence(p))}</td></tr>"
         for i, p in enumerate(flagged, 1))
     table = (f"""<table><caption>Flagged pairs, the most similar first</caption>
 <tr><th scope="col">rank</th><th scope="col">students</th><th scope="col">score</th>
-<th scope="col">share of each one's code found in the other</th></tr>
+<th scope="col">share of each one's whole code found in the other</th><th scope="col">strongest evidence</th></tr>
 {rows}
 </table>""" if flagged else "<p>No pair reaches the threshold.</p>")
     skipped = "".join(f"<li>{html.escape(s)}: {html.escape(why)}</li>" for s, why in result.skipped.items())
@@ -172,12 +202,22 @@ def write_page(result, out: Path) -> Path:
 <h1>Similarity of the hand-ins of {html.escape(result.assignment)}</h1>
 <p><a href="../index.html">The class report</a></p>
 <p>{n} hand-ins compared on the students' own code: the release's cells (starter code, locked cells, tests) are
-left out, the code is printed again from its syntax tree (no comments, docstrings or formatting, definitions in a
-fixed order) and every name counts the same, so renaming does not hide a copy. Code that many students share is left
-out too. A pair's score is the mean share of each one's code found in the other (copydetect's winnowing
-fingerprints); pairs at {result.threshold:g} or above are flagged. A flag asks for a look, it is not a verdict:
-read the pair side by side. Code that it cannot read (computed as the hand-in runs) is listed under
-<a href="#opaque">Code it cannot read</a>: {len(result.opaque) or 'none'} here.</p>
+left out. Each hand-in is compared whole and by part: each function or class the release names (the answer to one
+question, with the helpers it calls) against the same part of every other hand-in, so one function copied alone,
+or halves taken from two authors, are seen however different the rest is. A score is the mean share of each side's
+code found in the other (copydetect's winnowing fingerprints), weighed by how rare the shared code is in the class:
+what only the pair shares counts fully, what many hand-ins or the master's answer hold (the short idiomatic answer)
+counts for little. A pair's score is its strongest evidence, a part's or the whole's; pairs at {result.threshold:g}
+or above are flagged. A flag asks for a look, it is not a verdict: read the pair side by side. Code that it cannot
+read (computed as the hand-in runs) is listed under <a href="#opaque">Code it cannot read</a>:
+{len(result.opaque) or 'none'} here.</p>
+<p>What the normaliser removed before comparing, so that it does not hide a copy: comments, formatting, docstrings
+and every name (each name counts the same); dead code and unused names; the order of definitions and of statements
+that do not depend on each other (in loops too); NumPy's and PyTorch's spellings of one operation (<code>np.max</code>
+and <code>torch.amax</code>, <code>axis</code> and <code>dim</code>, <code>@</code>, <code>matmul</code> and
+<code>einsum</code>, <code>.T</code> and <code>.transpose(-2, -1)</code>, <code>x / sqrt(d)</code> and
+<code>x * d ** -0.5</code>, conversions between arrays and tensors); operators written as functions; helpers and
+temporaries put where they are used. The code below is shown as compared.</p>
 <img src="{hist.name}" alt="{html.escape(alt)}">
 <h2 id="flagged">Flagged pairs</h2>
 {table}
