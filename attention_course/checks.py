@@ -100,11 +100,13 @@ def assert_close(
     arr = to_numpy(actual, name)
     known = dict(mistakes or {})
 
-    def diagnosis() -> str:
+    def diagnosis(wrong=None) -> str:
         for description, value in known.items():
             if _matches(arr, value, rtol, atol):
                 return f" Your result matches a common mistake: {description}."
-        return f" {hint}" if hint else ""
+        if hint:
+            return f" {hint}"
+        return f" {_where(wrong)}" if wrong is not None and arr.ndim > 1 else ""
 
     if arr.shape != expected.shape:
         raise AssertionError(
@@ -127,8 +129,24 @@ def assert_close(
         raise AssertionError(
             f"{name}: {int(wrong.sum())} of {wrong.size} entries differ beyond the tolerance "
             f"(rtol={rtol:g}, atol={atol:g}); the largest absolute error is {float(err[worst]):.3g} "
-            f"at index {worst}." + diagnosis()
+            f"at index {worst}." + diagnosis(wrong)
         )
+
+
+def _where(wrong: np.ndarray) -> str:
+    """Where the wrong entries of an array sit, axis by axis (what a check that knows no cause can say): which
+    slices hold them, so a wrong head, row or batch element shows, and whether they are everywhere."""
+    parts = []
+    for axis, size in enumerate(wrong.shape):
+        others = tuple(a for a in range(wrong.ndim) if a != axis)
+        hit = np.flatnonzero(wrong.any(axis=others))
+        if len(hit) == size:
+            parts.append(f"every index of axis {axis}")
+        else:
+            shown = ", ".join(str(int(i)) for i in hit[:8]) + (", ..." if len(hit) > 8 else "")
+            parts.append(f"{len(hit)} of the {size} indices of axis {axis} ({shown})")
+    return ("No common mistake matches; the entries that differ lie in " + "; ".join(parts)
+            + ". Check the step that makes those slices.")
 
 
 def check_sums_to_one(weights, axis: int, name: str = "attention weights", *, atol: float = 1e-5,

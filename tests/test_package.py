@@ -49,6 +49,19 @@ def test_assert_close_message_teaches_without_the_answer():
     assert "0.123456" not in msg and "0.654321" not in msg
 
 
+def test_assert_close_without_a_hint_says_where_the_wrong_entries_lie():
+    """A check that knows no cause for a wrong array (no hint, no matching mistake) says which slices of each axis
+    hold the wrong entries, and nothing of the expected values."""
+    expected = np.arange(24.0).reshape(2, 3, 4) / 7
+    got = expected.copy()
+    got[:, 1, :] += 1.0  # one head wrong in every batch element
+    msg = message(assert_close, got, expected, "out")
+    assert "8 of 24 entries differ" in msg, msg
+    assert "every index of axis 0; 1 of the 3 indices of axis 1 (1); every index of axis 2" in msg, msg
+    assert "0.142857" not in msg and "1.142857" not in msg, msg
+    assert "lie in" not in message(assert_close, got, expected, "out", hint="check the heads")
+
+
 def test_assert_close_names_a_matching_mistake():
     expected = np.eye(3)
     msg = message(assert_close, expected.T * 2, expected, "A", mistakes={"you doubled it": expected * 2})
