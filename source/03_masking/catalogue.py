@@ -236,17 +236,17 @@ def one_query_attention(query, keys, values, mask=None):
     weights = torch.softmax(scores, dim=-1)
     return torch.einsum("bs,bsd->bd", weights, values), weights
 '''},
-        says="the D of the notebook's q1 and k1",
+        says="your code reads the notebook's variable k1",  # at autograde the notebook's variables are hidden
         headline="the D of the notebook's q1 and k1",
         loses=frozenset({"test_one_query"}),
     ),
     Submission(
         "attention-scale-from-global", "divided the scores by the sqrt(d_k) of the notebook's Q_demo, not of the Q given",
         edits=[("attention", "scores = scores / math.sqrt(Q.shape[-1])", "scores = scores / math.sqrt(Q_demo.shape[-1])")],
-        says="the d_k of the notebook's Q_demo and K_demo",
+        says="your code reads the notebook's variable Q_demo",  # at autograde the notebook's variables are hidden
         headline="the d_k of the notebook's Q_demo and K_demo",
         loses=frozenset({"test_attention_unmasked", "test_attention_padding", "test_attention_causal",
-                         "test_attention_fully_masked", "test_one_query"}),
+                         "test_attention_fully_masked", "test_attention_large_scores", "test_one_query"}),
     ),
     Submission(
         "attention-scale-flag-ignored", "scaled the scores whatever the scale flag says",

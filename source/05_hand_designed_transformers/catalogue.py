@@ -73,9 +73,9 @@ SUBMISSIONS = [
     Submission(
         "twin-scale-from-example", "scaled by sqrt of the example's d_qk (the global Km_r.shape[1], 2) instead of qk_dim",
         edits=[("torch_transformer", "math.sqrt(self.qk_dim)", "math.sqrt(Km_r.shape[1])")],
-        says="the qk_dim of the example above (a fixed 2)",
+        says="your code reads the notebook's variable Km_r",  # at autograde the notebook's variables are hidden
         headline="the qk_dim of the example above (a fixed 2)",
-        loses=frozenset({"test_torch_equivalence"}),
+        loses=frozenset({"test_torch_equivalence", "test_torch_structure"}),
     ),
     Submission(
         "twin-scale-by-length", "confused the two sizes: scaled by sqrt(L), the number of tokens, instead of sqrt(d_qk)",

@@ -383,10 +383,9 @@ def decode(X, W_q, W_k, W_v):
     Submission(
         "tiled-d-from-demo-global", "took d for the scale from the notebook's Q_demo (d = 4), left from trying the demo",
         edits=[("tiled", "scale = 1.0 / math.sqrt(d)", "scale = 1.0 / math.sqrt(Q_demo.shape[1])")],
-        says="not from a notebook variable such as Q_demo",
+        says="your code reads the notebook's variable Q_demo",  # at autograde the notebook's variables are hidden
         headline="not from a notebook variable such as Q_demo",
-        # the large-score cases have d = 4 (the demo's width) or scores so far apart that the softmax is one-hot
-        loses=TILED_ALL - {"test_tiled_large_scores"},
+        loses=TILED_ALL | {"test_tiled_causal_skips"},
     ),
     Submission(
         "tiled-squeezed", "returned O.squeeze(): a single query loses its query axis",
@@ -409,7 +408,7 @@ def decode(X, W_q, W_k, W_v):
     Submission(
         "cache-scale-from-global-K", "scaled by the width of the notebook's K (16, from the memory cell) instead of q's",
         edits=[("cache", "s = K_cache @ q / math.sqrt(len(q))", "s = K_cache @ q / math.sqrt(K.shape[1])")],
-        says="not from a notebook variable such as K or Q",
+        says="your code reads the notebook's variable K",  # at autograde the notebook's variables are hidden
         headline="not from a notebook variable such as K or Q",
         loses=CACHE_ALL,
     ),

@@ -155,19 +155,22 @@ def student_names(course: Path, assignment: str, notebook: str, nb) -> frozenset
 
 def notebook_globals(course: Path, assignment: str, notebook: str, nb) -> frozenset:
     """Rule: the student's functions are called by the tests with the notebook's own variables out of reach: the
-    names the master's locked cells (not its tests) bind at their top level, which the agent hides from the
-    kernel's namespace for each call when they hold data (:func:`.agent._hide`). A function that reads one (the
-    book's sizes ``D_udl`` instead of its argument's shape) fails with a message naming it
-    (:func:`.judge._remote_error`).
+    names the master's cells bind at their top level, but for its answers (solution cells) and its tests: setup,
+    examples and demonstrations, locked or not. The agent hides those holding data from the kernel's namespace for
+    each call (:func:`.agent._hide`). A function that reads one (the book's sizes ``D_udl``, a demonstration's
+    ``Q_demo``, instead of its argument's shape) fails with a message naming it (:func:`.judge._remote_error`).
 
     The master is read from ``source/``; without it, the hand-in's locked cells."""
     def locked(md) -> bool:
         return bool(md.get("locked")) and not (md.get("grade") and not md.get("solution"))
 
+    def setting(md) -> bool:  # neither an answer nor a test
+        return not md.get("solution") and not md.get("grade")
+
     try:
         master = json.loads((Path(course) / "source" / assignment / f"{notebook}.ipynb").read_text(encoding="utf-8"))
         sources = [_source(c) for c in master["cells"]
-                   if c["cell_type"] == "code" and locked(c.get("metadata", {}).get("nbgrader", {}))]
+                   if c["cell_type"] == "code" and setting(c.get("metadata", {}).get("nbgrader", {}))]
     except (OSError, ValueError, KeyError, TypeError):
         sources = [c.source for c in nb.cells if c.cell_type == "code" and locked(c.metadata.get("nbgrader", {}))]
     names = set()
