@@ -490,7 +490,7 @@ SUBMISSIONS = [
                 "    return np.stack"),
                ("gqa", "attention_forward(Q[h], K[h // group], V[h // group], mask) for h in range(H)",
                 "attention_forward(Q[h], K[h // group], V[h // group], mask if causal else None) for h in range(H)")],
-        says="a mask must be [5, 5], built from the arrays you are given",
+        says="your code reads the notebook's variable mask",  # at autograde the notebook's variables are hidden
         headline="a mask must be [5, 5], built from the arrays you are given",
         loses=frozenset({"test_gqa_forward"}),
     ),
