@@ -407,6 +407,7 @@ def test_every_disguise_is_flagged_above_every_pair_of_independent_authors(disgu
     assert independent < similarity.THRESHOLD, f"{assignment}: independent authors flagged ({independent:.2f})"
 
 
+@pytest.mark.slow  # make test: determinism of a part's JSON stays in make check (test_similarity_parts); make check keeps under 3 minutes
 def test_two_runs_give_the_same_json(reports, opaque_class, tmp_path):
     """In two processes with different hash seeds (copydetect's own hashing is randomised per process), for a class
     with flagged pairs and one with opaque hand-ins."""
@@ -479,6 +480,7 @@ def test_the_page_meets_wcag_aa(reports, opaque_class):
     assert not failed, failed
 
 
+@pytest.mark.slow  # make test: make bench runs the 500-hand-in class; make check keeps under 3 minutes
 def test_the_bench_class_flags_every_copied_author_above_every_pair_of_independent_authors(tmp_path):
     """``make bench``'s class (tools/bench_similarity.py) at 60 hand-ins of 01: every author written in a style of
     its own, copied once in each way of disguising, is flagged above every pair of independent authors, and none of those is flagged (the
