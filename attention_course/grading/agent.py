@@ -167,7 +167,6 @@ class _Hidden:
     """The notebook's variables taken out of the namespaces a call can read, until :meth:`restore`."""
 
     def __init__(self, spaces: list[dict], names: list[str]):
-        self.names = frozenset()
         self._taken: list[tuple[dict, str, object]] = []
         for space in spaces:
             for name in names:
