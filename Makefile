@@ -19,7 +19,7 @@ ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course imp
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install release solutions solutions-html student-bundle demo autograde serve serve-reload feedback grades report similarity check test sweep audit bench bench-class bench-submit lab hub hub-env doctor clean
+.PHONY: help install release solutions solutions-html student-bundle demo autograde serve serve-reload feedback grades report similarity check test sweep audit bench bench-class bench-submit bench-rush lab hub hub-env doctor clean
 
 help: ## List the targets (the default)
 	@echo "Attention from Scratch: make <target>"
@@ -99,12 +99,16 @@ sweep: $(STAMP) ## The grading and Validate tests over every catalogue entry (ma
 audit: $(STAMP) ## Audit the pages in feedback/, report/ and solutions/ with axe-core, WCAG 2.1 AA (after demo, report, solutions-html)
 	$(BIN)/python tests/tools/audit_pages.py $(wildcard feedback report solutions)
 
-bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers; a CPU hog beside a class of 8; the similarity report on 500 hand-ins (~24 min)
+bench: $(STAMP) ## Time stock nbgrader vs the course command on 40 hand-ins of 01; a mixed class on 1, 2 and 2 Dask workers; a CPU hog beside a class of 8; the similarity report on 500 hand-ins; a deadline rush of 300 hand-ins of all seven assignments within 10 minutes (~36 min)
 	$(BIN)/python -m tools bench
 	$(BIN)/python -m tools bench-similarity --students 500
+	$(BIN)/python -m tools bench-rush
 
 bench-submit: $(STAMP) ## Feedback at submit under load: 60 students handing in within a minute, with local and with 2 Dask workers: latency p50 / p95 / max (~5 min)
 	$(BIN)/python -m tools bench-submit
+
+bench-rush: $(STAMP) ## A deadline rush: 300 students handing in across the seven assignments within 10 minutes, more toward the deadline, on local workers: latency p50 / p95 / max, the longest queue (~12 min)
+	$(BIN)/python -m tools bench-rush
 
 N ?= 500
 bench-class: $(STAMP) ## Grade N (default 500) hand-ins of 01, seconds per 100 as it goes: flat as the gradebook grows? (~5 min)
@@ -121,12 +125,12 @@ lab: $(STAMP) ## Open JupyterLab on the course, with the nbgrader extensions (fo
 
 hub: $(STAMP) ## A class on JupyterHub on this machine for a trial: an instructor and STUDENTS (default 2) as real Unix users, made and removed; loopback PORT (8000); Ctrl-C stops it (root; docs/jupyterhub.md)
 	@if [ "$(SHARED_ENV)" = yes ]; then echo "make $@ builds the shared environment from a .venv of the course's own, not from the shared one: ATTENTION_ENV= make $@" >&2; exit 1; fi
-	$(BIN)/python -m attention_course.grading.hub $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
+	$(BIN)/python -m attention_course.grading.deploy.trial $(if $(STUDENTS),--students $(STUDENTS)) $(if $(PORT),--port $(PORT)) \
 	  $(if $(HUB_ENV),--env $(HUB_ENV))
 
 hub-env: $(STAMP) ## Build or refresh the environment every user's server runs on JupyterHub (HUB_ENV, default /opt/attention-from-scratch/env; ~25 s the first time)
 	@if [ "$(SHARED_ENV)" = yes ]; then echo "make $@ builds the shared environment from a .venv of the course's own, not from the shared one: ATTENTION_ENV= make $@" >&2; exit 1; fi
-	$(BIN)/python -m attention_course.grading.hub --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
+	$(BIN)/python -m attention_course.grading.deploy.trial --env-only $(if $(HUB_ENV),--env $(HUB_ENV))
 
 clean: ## Remove generated grading files (submissions, autograded, feedback, solutions, gradebook, the course-local exchange, the grading service's queue and log); keep .venv and extensions.csv
 	find submitted autograded feedback solutions -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

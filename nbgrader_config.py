@@ -4,7 +4,21 @@ Run every nbgrader command from this folder (the Makefile does), with the
 course's virtual environment first on PATH.
 """
 
-from nbconvert.preprocessors import ClearMetadataPreprocessor
+from attention_course.grading.errors import CourseError
+from attention_course.grading.nbgrader_glue import patches
+
+# The course's changes to nbgrader's own code (attention_course/grading/nbgrader_glue/patches.py: the course's collect,
+# the exchange's permissions, the term's due dates, hand grades that outlive regrades, the Formgrader's pages),
+# installed here, before nbgrader builds anything, for every nbgrader command and server this file configures.
+try:
+    patches.install()
+except CourseError as exc:  # the wrong nbgrader: stop the command with the course's words (traitlets would go on)
+    raise SystemExit(str(exc)) from None
+
+from nbconvert.preprocessors import (
+    ClearMetadataPreprocessor,  # noqa: E402
+    CSSHTMLHeaderPreprocessor,
+)
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
@@ -21,16 +35,19 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
     SaveCells,
 )
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from attention_course.grading.autograde import FINGERPRINT
-from attention_course.grading.course import CATALOGUE, COURSE_ID
-from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.handgrades import KeepHandGrades
-from attention_course.grading.term import ApplyTerm, LatePolicy, ReleaseDueDate
-from attention_course.grading.nbgrader_ext import (
-    DropStarterCode, GetGradesShowPending, HideHiddenTests, QuietTestCells, ReleaseStarterCode, TrustGradebook,
+from attention_course.grading.course import CATALOGUE, COURSE_ID, FINGERPRINT
+from attention_course.grading.judging.executor import JudgedExecute
+from attention_course.grading.nbgrader_glue.handgrades import KeepHandGrades
+from attention_course.grading.nbgrader_glue.preprocessors import (
+    DropStarterCode,
+    GetGradesShowPending,
+    HideHiddenTests,
+    QuietTestCells,
+    ReleaseStarterCode,
+    TrustGradebook,
 )
+from attention_course.grading.nbgrader_glue.term import ApplyTerm, LatePolicy, ReleaseDueDate
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
@@ -72,7 +89,7 @@ c.CourseDirectory.solution_directory = "solutions"
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", FINGERPRINT, CATALOGUE]
 
 # --- Releasing -------------------------------------------------------------
-# Stock pipeline plus starter code (see attention_course/grading/nbgrader_ext.py).
+# Stock pipeline plus starter code (see attention_course/grading/nbgrader_glue/preprocessors.py).
 c.GenerateAssignment.preprocessors = [
     IncludeHeaderFooter,
     InstantiateTests,
@@ -111,7 +128,7 @@ c.GenerateSolution.preprocessors = [
 # --- Autograding -----------------------------------------------------------
 # A submission is untrusted code. Its cells' roles and points come from the gradebook only
 # (TrustGradebook); student cells run in a sandboxed kernel and every test cell runs in the
-# judge, outside that kernel (JudgedExecute; see attention_course/grading/executor.py).
+# judge, outside that kernel (JudgedExecute; see attention_course/grading/judging/executor.py).
 c.Autograde.sanitize_preprocessors = [TrustGradebook]
 c.Autograde.autograde_preprocessors = [
     JudgedExecute,
@@ -131,7 +148,7 @@ c.JudgedExecute.memory_limit = 4 * 2**30
 c.JudgedExecute.processes = 64
 
 # --- The term: due dates, the late policy, extensions -----------------------------
-# One place for the deadlines (attention_course/grading/term.py applies them in every autograde, stock nbgrader's and
+# One place for the deadlines (attention_course/grading/nbgrader_glue/term.py applies them in every autograde, stock nbgrader's and
 # the Formgrader's included, and puts them into the gradebook at each release: `make release`, generate_assignment,
 # release_assignment). A released notebook states its due date in its first cell; a student's feedback page gives the
 # due date and her own deadline with her extension. Change a date, then `make release` (and release again) or
@@ -167,14 +184,10 @@ validate_settings(c)
 
 # --- Feedback --------------------------------------------------------------
 # Pages that work offline: formulas become MathML (TypesetMath, also in Formgrader) and the course's
-# feedback template (attention_course/grading/templates/feedback) loads nothing from the network and
+# feedback template (attention_course/grading/nbgrader_glue/templates/feedback) loads nothing from the network and
 # shows "not graded yet" for a written answer no one has scored. nbgrader's own templates stay second
 # in the search path for Formgrader's pages.
 import nbgrader  # noqa: E402
-
-from attention_course.grading.mathml import TypesetMath  # noqa: E402
-from attention_course.grading.nbgrader_ext import CODE_STYLE, TEMPLATES, InertContent, PageExporter  # noqa: E402
-from attention_course.grading.trust import clean_html, clean_markdown_html  # noqa: E402
 
 # Student content is inert in every page (the Formgrader's submission view, feedback): outputs from a hand-in
 # show as text and raster images only (InertContent), and HTML made from Markdown or raw cells passes the
@@ -182,7 +195,10 @@ from attention_course.grading.trust import clean_html, clean_markdown_html  # no
 # Markdown (Formgrader's and the feedback page's own blocks included), of its strip_files_prefix filter.
 # In the Formgrader's submission page only, each written answer is followed by its marking guide (question, model
 # answer, mark scheme from source/) and a link to grade that question for every hand-in (marking.py).
-from attention_course.grading.marking import ShowMarkScheme  # noqa: E402
+from attention_course.grading.nbgrader_glue.marking import ShowMarkScheme  # noqa: E402
+from attention_course.grading.nbgrader_glue.mathml import TypesetMath  # noqa: E402
+from attention_course.grading.nbgrader_glue.preprocessors import CODE_STYLE, TEMPLATES, InertContent, PageExporter  # noqa: E402
+from attention_course.grading.trust import clean_html, clean_markdown_html  # noqa: E402
 
 c.HTMLExporter.preprocessors = [ShowMarkScheme, TypesetMath, InertContent]
 c.HTMLExporter.sanitize_html = True

@@ -10,7 +10,7 @@ Instructor tooling (nbgrader extensions, the demo class, grade tables) lives in
 
 from importlib import import_module
 
-from ._notebook import install as _install
+from attention_course._notebook import install as _install
 
 #: What students import from here, by the module that defines it. Imported when first asked for, so that
 #: importing the package (the grader's sandbox launcher and fork server do) starts no NumPy or PyTorch threads.

@@ -9,6 +9,7 @@ expected values themselves.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from typing import Mapping, Sequence
@@ -196,7 +197,6 @@ def call_unchanged(fn, *args, **kwargs):
     and the grader notes a change the kernel reports (see :func:`check_unchanged`)."""
     if _in_kernel(fn):
         return fn(*args, **kwargs)
-    import inspect
 
     try:
         named = list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())

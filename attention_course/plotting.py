@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .checks import to_numpy
+from attention_course.checks import to_numpy
 
 #: figure -> the descriptions of what the helpers drew on it, in order
 _DESCRIPTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

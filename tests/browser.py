@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from harness import BIN
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

@@ -3,11 +3,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import build_class, unix_users
 
 from attention_course.grading.course import available, catalogue_path
-from attention_course.grading.sandbox import landlock_abi
-
-from harness import build_class, unix_users
+from attention_course.grading.kernels.sandbox import landlock_abi
 from tools.submissions import Submission, load_catalogue, packed, representative
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))

@@ -19,8 +19,8 @@ from nbformat import current_nbformat, reads
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets.config import Config, PyFileConfigLoader
 
-from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.kernel import Kernel
+from attention_course.grading.judging.executor import JudgedExecute
+from attention_course.grading.kernels.kernel import Kernel
 
 SUCCESS = "Success! Your notebook passes all the tests."
 FAILED = "VALIDATION FAILED"
@@ -58,8 +58,9 @@ def validate(course: Path, notebook: dict | str) -> str:
 
 def validate_cells(course: Path, notebook: dict | str) -> tuple[str, dict[str, str]]:
     """:func:`validate`'s verdict, and the failing grade cells: grade id -> that cell's part of the verdict."""
-    from nbgrader.validator import Validator
     import json
+
+    from nbgrader.validator import Validator
 
     validator = Validator(config=course_config(course))
     validator.preprocessors = [KernelExecute if issubclass(step, Execute) else step for step in validator.preprocessors]

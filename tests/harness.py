@@ -14,13 +14,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attention_course.checks import EXPECTED_LOG
-from attention_course.grading.course import COURSE_ID, ROOT, cell_scores, gradebook_url, scratch_course
-from attention_course.grading.hub import remove_users
 from attention_course.grading.cells import (
-    BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER, replace_blocks, uncomment,
+    BEGIN_HIDDEN,
+    BEGIN_STARTER,
+    END_HIDDEN,
+    END_STARTER,
+    replace_blocks,
+    uncomment,
 )
+from attention_course.grading.course import COURSE_ID, ROOT, gradebook_url, scratch_course
+from attention_course.grading.deploy.hub import remove_users
+from attention_course.grading.run.tables import cell_scores
 from tools.submissions import (
-    BEGIN_SOLUTION, END_SOLUTION, Submission, catalogue_roster, read_notebook, write_class,
+    BEGIN_SOLUTION,
+    END_SOLUTION,
+    Submission,
+    catalogue_roster,
+    read_notebook,
+    write_class,
 )
 
 BIN = Path(sys.executable).parent
@@ -110,7 +121,9 @@ def grade_by_hand(course: Path, assignment: str, student: str, scores: dict, com
     ``needs_manual_grade``), a comment, the ticks (grade id -> lines of the mark scheme)."""
     from nbgrader.api import Gradebook
 
-    from attention_course.grading import handgrades, nbgrader_ext  # noqa: F401  (the course's gradebook events)
+    from attention_course.grading.nbgrader_glue import handgrades, patches
+
+    patches.install()  # the course's gradebook events, as nbgrader_config.py installs them for nbgrader's commands
     from attention_course.grading.course import gradebook_url
 
     with Gradebook(gradebook_url(course)) as gb:
@@ -134,8 +147,8 @@ def hand_state(course: Path, assignment: str, student: str) -> dict:
     ticks) of every answer graded by hand."""
     from nbgrader.api import Gradebook
 
-    from attention_course.grading import handgrades
     from attention_course.grading.course import gradebook_url
+    from attention_course.grading.nbgrader_glue import handgrades
 
     found = {}
     with Gradebook(gradebook_url(course)) as gb:

@@ -28,8 +28,7 @@ from pathlib import Path
 from attention_course.grading.cells import cell_source
 from attention_course.grading.course import ROOT, catalogue_path
 from tools.disguises import reorder
-from tools.submissions import (BLANK, COMPLETE, disguise, load_catalogue, read_notebook, write_class,
-                               write_notebook)
+from tools.submissions import BLANK, COMPLETE, disguise, load_catalogue, read_notebook, write_class, write_notebook
 
 OTHER_STYLE = {"01_self_attention": "alt-torch-float32", "06_efficient_attention": "alt-torch-float32",
                "07_attention_backward": "alt-torch-float32"}

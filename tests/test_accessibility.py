@@ -14,10 +14,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from browser import REFLOW, audit, chromium, describe_violations, require_axe
 
 from attention_course.grading.course import ROOT, available, gradebook_url
-
-from browser import REFLOW, audit, chromium, describe_violations, require_axe
 
 require_axe()
 
@@ -40,8 +39,8 @@ def feedback_pages(the_class) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def site(the_class, tmp_path_factory):
-    from attention_course.grading.report import write_report
-    from attention_course.grading.similarity import write as write_similarity
+    from attention_course.grading.run.report import write_report
+    from attention_course.grading.similarity.report import write as write_similarity
 
     pages = feedback_pages(the_class)
     out = tmp_path_factory.mktemp("report")
@@ -50,7 +49,7 @@ def site(the_class, tmp_path_factory):
     pages["report"] = write_report(gradebook_url(the_class.course), available(), out)
     pages["similarity"] = out / "similarity" / f"{similar}.html"
     # the grading service's pages before grading (feedback at submit): one template for every notice
-    from attention_course.grading.service_pages import notice_page, when
+    from attention_course.grading.service.pages import notice_page, when
 
     pages["notice at submit"] = out / "notice.html"
     pages["notice at submit"].write_text(notice_page("Waiting to be graded", [

@@ -19,11 +19,10 @@ from __future__ import annotations
 import ast
 
 import pytest
-
-from attention_course.grading.course import available
-from attention_course.grading.cells import hidden_lines, python_source
-
 from harness import masters
+
+from attention_course.grading.cells import hidden_lines, python_source
+from attention_course.grading.course import available
 
 #: The comment that marks a documented exception on the lines of an assignment or an ``assert_close``.
 MARK = "# rule 1:"

@@ -25,12 +25,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser import Lab, chromium, require_chromium
+from harness import COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
 
 from attention_course.grading.course import ROOT, available, catalogue_path
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
-
-from browser import Lab, chromium, require_chromium
-from harness import COURSE_ID, answer_into, as_student, masters, nbgrader, new_course
 
 A = available()[0]
 NOTEBOOK = "self_attention.ipynb"
@@ -365,9 +364,9 @@ def test_4b_instructor_grades_one_question_for_the_whole_class(world):
     """A written question graded across the class: the submission page shows the marking guide under the answer
     and links to the question's page, which lists every hand-in's answer beside the mark scheme; ticks add up a
     score, which reaches the gradebook with the comment; both pages pass axe and reflow at 320 px."""
-    from attention_course.grading.marking import question
-
     from browser import REFLOW, audit, describe_violations
+
+    from attention_course.grading.nbgrader_glue.marking import question
 
     lab, course = world["instructor"], world["course"]
     scheme = question(ROOT, A, STEM, WRITTEN).lines  # every line that gives points, a part line among them

@@ -22,13 +22,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser import Lab, chromium, require_chromium
+from harness import ONE_WORKER, course_autograde, masters, nbgrader, new_course
 
 from attention_course.grading import trust
 from attention_course.grading.course import ROOT, available, gradebook_url
 from tools.submissions import solved_notebook, write_notebook
-
-from browser import Lab, chromium, require_chromium
-from harness import ONE_WORKER, course_autograde, masters, nbgrader, new_course
 
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
 import payloads  # noqa: E402

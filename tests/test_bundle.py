@@ -27,14 +27,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from attention_course.grading.bundle import NAME, TORCH_CPU_INDEX, notebook_imports, released_assignments, write_bundle
-from attention_course.grading.course import COURSE_ID, ROOT, available
-from attention_course.nbgrader_settings import CELL_TIMEOUT, IOPUB_TIMEOUT, STARTUP_TIMEOUT
-from tools.submissions import read_notebook, solved_notebook, write_notebook
-
 from fastvalidate import FAILED, SUCCESS
 from harness import answered_notebook, masters, unix_users
+
+from attention_course.grading.course import COURSE_ID, ROOT, available
+from attention_course.grading.errors import UsageError
+from attention_course.grading.deploy.bundle import NAME, TORCH_CPU_INDEX, notebook_imports, released_assignments, write_bundle
+from attention_course.nbgrader_settings import CELL_TIMEOUT, IOPUB_TIMEOUT, STARTUP_TIMEOUT
+from tools.submissions import read_notebook, solved_notebook, write_notebook
 
 WHEELS = Path(os.environ.get("ATTENTION_STUDENT_WHEELS", "/opt/attention-from-scratch/student-wheels"))
 DISTRIBUTION_PYTHON = Path("/usr/bin/python3.11")
@@ -89,7 +89,7 @@ def as_student(user, cmd: str, cwd: Path, **env) -> subprocess.CompletedProcess:
 def test_the_bundle_holds_the_released_assignments_or_those_named(tmp_path, monkeypatch):
     exchange = tmp_path / "exchange"
     monkeypatch.setenv("NBGRADER_EXCHANGE_ROOT", str(exchange))
-    with pytest.raises(SystemExit, match="No assignment is released"):
+    with pytest.raises(UsageError, match="No assignment is released"):
         write_bundle(ROOT, tmp_path / "none")
     second = available()[1]
     (exchange / COURSE_ID / "outbound" / second).mkdir(parents=True)
@@ -101,7 +101,7 @@ def test_the_bundle_holds_the_released_assignments_or_those_named(tmp_path, monk
     assert sorted(p.name for p in (named / "assignments").iterdir()) == [A, second]
     assert len(list((write_bundle(ROOT, tmp_path / "all", ["all"]).with_suffix("") / "assignments").iterdir())) == len(available())
     for bad in ("99_nothing", "../source/" + A):
-        with pytest.raises(SystemExit, match="not in release/"):
+        with pytest.raises(UsageError, match="not in release/"):
             write_bundle(ROOT, tmp_path / "bad", [bad])
 
 

@@ -21,16 +21,27 @@ from datetime import timezone
 from pathlib import Path
 
 import pytest
+from harness import (
+    BIN,
+    COURSE_ID,
+    ONE_WORKER,
+    ROOT,
+    answer_into,
+    as_student,
+    course_autograde,
+    masters,
+    nbgrader,
+    new_course,
+    read_scores,
+    unix_users,
+)
+from harness import as_unix as harness_as_unix
 from nbgrader.utils import parse_utc
 
-from attention_course.grading.course import available, catalogue_path, gradebook_url, score_table
+from attention_course.grading.course import available, catalogue_path, gradebook_url
+from attention_course.grading.run.tables import score_table
 from attention_course.grading.trust.exchange import refusals
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
-
-from harness import as_unix as harness_as_unix
-from harness import (
-    BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_student, course_autograde, masters, nbgrader, new_course, read_scores, unix_users,
-)
 
 A = available()[0]
 NOTEBOOK = "self_attention.ipynb"
@@ -179,7 +190,7 @@ def test_a_hand_in_changed_while_collect_copies_it_gives_the_grader_nothing(tmp_
     time nothing from outside her folder reaches the course (no hidden test, not a byte of the master), her folder is
     refused and recorded, and her classmate's hand-in is collected."""
     from attention_course.grading.course import COURSE_ID as COURSE
-    from attention_course.grading.hub import prepare_exchange
+    from attention_course.grading.deploy.hub import prepare_exchange
 
     tag = os.getpid()
     ann, eve = f"ann{tag}", f"eve{tag}"
@@ -307,8 +318,8 @@ def test_work_written_into_a_hand_in_after_the_deadline_is_late_from_the_write(t
 def test_a_hand_in_collected_again_for_a_retry_is_the_same_hand_in(tmp_path, monkeypatch):
     """The grading service collects a hand-in again when the grader failed it or the service restarted mid-grade:
     collect says it holds that very hand-in (graded then), never that a newer one replaced it."""
-    from attention_course.grading.cluster import recorder
-    from attention_course.grading.collect import collect_one
+    from attention_course.grading.nbgrader_glue.collect import collect_one
+    from attention_course.grading.run.cluster import recorder
 
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("NBGRADER_EXCHANGE_ROOT", raising=False)

@@ -14,12 +14,12 @@ notebook) is graded as usual in test_security: a locked cell failing because of 
 from __future__ import annotations
 
 import pytest
-
-from attention_course.grading.autograde import failure_cause, notable_lines
-from attention_course.grading.course import NOT_GRADED, autograded, canvas_table, gradebook_url, score_table
-from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
-
 from harness import course_autograde, read_scores, released_course
+
+from attention_course.grading.course import gradebook_url
+from attention_course.grading.run.progress import failure_cause, notable_lines
+from attention_course.grading.run.tables import NOT_GRADED, autograded, canvas_table, score_table
+from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
 
 A = "01_self_attention"
 #: A line the master's setup cell gets in the "kernel" course: a file of the course folder (the judge runs in it).
@@ -75,7 +75,7 @@ def test_a_traceback_in_the_log_becomes_one_line_with_its_cause():
     log = ("[INFO] working\n[ERROR] There was an error processing assignment: x\n"
            "[ERROR] Traceback (most recent call last):\n"
            '      File "/a/executor.py", line 12, in _start\n        self.go()\n'
-           "    attention_course.grading.executor.EnvironmentFault: the kernel exited while starting: boom\n    \n"
+           "    attention_course.grading.judging.executor.EnvironmentFault: the kernel exited while starting: boom\n    \n"
            "[WARNING] Removing failed assignment: y\n[WARNING] a real warning\n")
     assert notable_lines(log) == [
         "[ERROR] EnvironmentFault: the kernel exited while starting: boom (at executor.py:12 in _start)",

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 import math
 import re
+from pathlib import Path
 
 import pytest
-
-from attention_course.grading.course import catalogue_path, gradebook_url
-from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, TEMPLATES
-from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook, representative
-
 from conftest import ATTACKS, GRADED, catalogue_in_run
 from harness import masters, read_scores, split_master, trains_a_model
+
+from attention_course.grading.course import catalogue_path, gradebook_url
+from attention_course.grading.nbgrader_glue.preprocessors import HIDDEN_PLACEHOLDER, TEMPLATES
+from tools.submissions import BLANK, COMPLETE, catalogue_module, load_catalogue, read_notebook, representative
 
 CASES = [(a, s) for a in GRADED for s in catalogue_in_run(a)]  # make sweep: the whole catalogue
 
@@ -348,9 +347,8 @@ QUIET = [a for a in GRADED if a not in {attack.assignment for attack in ATTACKS}
 @pytest.mark.parametrize("assignment", QUIET)
 def test_report_shows_scores_and_pass_rates(graded, assignment, tmp_path):
     """make report's page: a histogram and per-check pass rates that agree with the gradebook."""
-    from attention_course.grading.report import collect, write_report
-
-    from attention_course.grading.similarity import write as write_similarity
+    from attention_course.grading.run.report import collect, write_report
+    from attention_course.grading.similarity.report import write as write_similarity
 
     g = graded(assignment)
     db = gradebook_url(g.course)
@@ -418,8 +416,8 @@ def test_a_page_shows_at_most_its_cap_of_a_hand_in_and_says_where_it_cut():
     from nbformat import NotebookNode
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-    from attention_course.grading.nbgrader_ext import InertContent
-    from attention_course.grading.page_cap import NOTE
+    from attention_course.grading.nbgrader_glue.page_cap import NOTE
+    from attention_course.grading.nbgrader_glue.preprocessors import InertContent
 
     cap = 2**18
 

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pytest
 import requests
+from harness import answered_notebook, masters, read_scores
 
-from attention_course.grading import hub
-from attention_course.grading.course import COURSE_ID, available, catalogue_path, gradebook_url, score_table
-from attention_course.grading.doctor import exchange_findings
+from attention_course.grading.course import COURSE_ID, available, catalogue_path, gradebook_url
+from attention_course.grading.deploy import hub
+from attention_course.grading.run.doctor import exchange_findings
+from attention_course.grading.run.tables import score_table
 from tools.bench_submit import queue_rows
 from tools.submissions import apply_submission, load_catalogue, solved_notebook
-
-from harness import answered_notebook, masters, read_scores
 
 A, B = available()[:2]
 NOTEBOOK, NOTEBOOK_B = "self_attention.ipynb", "multihead_attention.ipynb"

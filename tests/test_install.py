@@ -14,6 +14,7 @@ import pytest
 
 from attention_course.grading.course import ROOT
 
+
 def _script():
     """tools/install_env.py, a script the base Python runs with its standard library only (not imported as tools.*)."""
     import importlib.util

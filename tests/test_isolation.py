@@ -17,20 +17,19 @@ The sandbox attacks of test_sandbox.py run as the same user; this shows the wall
 from __future__ import annotations
 
 import os
-import re
 import pwd
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from attention_course.grading import doctor
-from attention_course.grading.course import ROOT
-from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
-
 from harness import feedback, feedback_text, read_scores, released_course, sysv_shared_memory
+
+from attention_course.grading.course import ROOT
+from attention_course.grading.run import doctor
+from tools.submissions import BLANK, COMPLETE, read_notebook, write_class, write_notebook
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 import adversarial  # noqa: E402

@@ -15,9 +15,9 @@ import torch
 
 from attention_course import gradients
 from attention_course.grading import wire
-from attention_course.grading.course import ROOT
 from attention_course.grading.cells import free_names
-from attention_course.grading.sandbox import landlock_abi
+from attention_course.grading.course import ROOT
+from attention_course.grading.kernels.sandbox import landlock_abi
 
 
 def roundtrip(value):
@@ -106,8 +106,8 @@ def test_arguments_cross_as_copies_and_in_place_changes_are_noted():
 def test_judge_process_caps_its_own_work():
     """The judge process runs cells in a namespace that persists; its own work is capped in memory
     and time, and a cell that exceeds either fails with a message while the process goes on."""
-    from attention_course.grading import forkserver
-    from attention_course.grading.judgeproc import JudgeProcess
+    from attention_course.grading.judging.judgeproc import JudgeProcess
+    from attention_course.grading.kernels import forkserver
 
     judge = JudgeProcess(forkserver.server(["numpy"]), 2 * 2**30, os.getcwd())
     try:
@@ -161,14 +161,14 @@ print(json.dumps(result))
 
 @pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock ABI 6 (Linux 6.12): files, TCP and signals")
 def test_sandbox_confines_a_process(tmp_path):
-    from attention_course.grading.kernel import _read_paths
+    from attention_course.grading.kernels.kernel import _read_paths
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     config = {"read": _read_paths(), "write": [str(scratch)], "memory_bytes": 4 * 2**30}
     (scratch / "config.json").write_text(json.dumps(config))
     outside = tmp_path / "outside.txt"
-    proc = subprocess.run([sys.executable, "-m", "attention_course.grading.sandbox", str(scratch / "config.json"), "--",
+    proc = subprocess.run([sys.executable, "-m", "attention_course.grading.kernels.sandbox", str(scratch / "config.json"), "--",
                            sys.executable, "-c", PROBE, str(ROOT / "README.md"), str(scratch), str(outside), str(os.getpid())],
                           capture_output=True, text=True, cwd=scratch, timeout=120)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -212,8 +212,8 @@ def test_kernels_are_confined_however_they_start(tmp_path, fork):
     """A kernel forked from the fork server is as confined (and shows plots) as one started as a new program."""
     import logging
 
-    from attention_course.grading.executor import JudgedExecute
-    from attention_course.grading.kernel import Kernel
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.kernels.kernel import Kernel
 
     settings = dict(JudgedExecute().settings(), fork=fork)
     outside = tmp_path / "outside.txt"
@@ -241,8 +241,8 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     import logging
     import tempfile
 
-    from attention_course.grading.executor import JudgedExecute
-    from attention_course.grading.kernel import Kernel
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.kernels.kernel import Kernel
 
     deep = tmp_path / ("d" * 60)
     deep.mkdir()
@@ -268,7 +268,7 @@ def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypa
     import tempfile
     from pathlib import Path
 
-    from attention_course.grading import kernel, scratch
+    from attention_course.grading.kernels import kernel, scratch
 
     # a temporary folder short enough that kernel.scratch_folder keeps it (pytest's tmp_path under xdist can be too
     # deep for a socket path, and the kernel's scratch then goes to /tmp: the sweep would look elsewhere)
@@ -278,7 +278,7 @@ def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypa
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(scratch, "_SWEPT", set())
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    make = ("from attention_course.grading import kernel, scratch; import os, sys, time; p = kernel.scratch_folder(); "
+    make = ("from attention_course.grading.kernels import kernel, scratch; import os, sys, time; p = kernel.scratch_folder(); "
             "z = scratch.make('attention-zygote-'); (p / 'ro').mkdir(); (p / 'ro' / 'f').write_text('x'); "
             "(p / 'ro').chmod(0o500); print(p, z, flush=True); "
             "time.sleep(60) if sys.argv[1] == 'live' else os.kill(os.getpid(), 9)")
@@ -319,13 +319,13 @@ def judged(tmp_path, monkeypatch, functions: dict, cell: str, notes: dict | None
     the page would show (``judgeproc.outcome``), or "passed"; the judge's notes by name into ``notes``. The master's
     signatures (what the notes call the parameters) are ``signatures``, by default each function's own; ``hide``:
     the notebook's variables the calls are made without (:func:`attention_course.grading.trust.notebook_globals`)."""
-    import __main__
     import inspect
     import threading
 
-    from attention_course.grading.agent import Agent
-    from attention_course.grading.judge import Connection, Judge
-    from attention_course.grading.judgeproc import outcome
+    import __main__
+    from attention_course.grading.judging.agent import Agent
+    from attention_course.grading.judging.judge import Connection, Judge
+    from attention_course.grading.judging.judgeproc import outcome
 
     for name, fn in functions.items():
         monkeypatch.setattr(__main__, name, fn, raising=False)
@@ -389,9 +389,9 @@ def test_a_function_that_reads_the_notebooks_variables_fails_naming_the_one_it_r
     even when the example's size is the input's; a function that calls a function of the notebook, draws from the
     notebook's random generator or reads a variable of the student's own still runs; and every variable is back
     after each call, for the cells that follow."""
-    import __main__
     import types
 
+    import __main__
     from attention_course.grading.cells import global_names
 
     source = ("N_udl, D_udl = 3, 4\nrng = np.random.default_rng(0)\nfor i_ in range(2):\n    pass\n"
@@ -516,7 +516,7 @@ def test_every_byte_a_kernel_sends_for_a_cell_counts():
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from attention_course.grading.kernel_io import NOTE, OVERFLOW, Budget, Cell
+    from attention_course.grading.kernels.kernel_io import NOTE, OVERFLOW, Budget, Cell
 
     cap = 2**16
     cell = Cell(cap, Budget(10 * cap))
@@ -570,9 +570,10 @@ def test_a_kernel_cannot_make_the_grader_read_or_keep_more_than_its_caps():
     import time
 
     import adversarial  # tests/catalogue: a cell that defines a name, the hostile cells, cells that read the name
-    from attention_course.grading.executor import JudgedExecute
-    from attention_course.grading.kernel import Kernel
-    from attention_course.grading.kernel_io import MAX_OUTPUT_BYTES, NOTE, Budget
+
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.kernels.kernel import Kernel
+    from attention_course.grading.kernels.kernel_io import MAX_OUTPUT_BYTES, NOTE, Budget
 
     def rss(field: str) -> int:
         status = open("/proc/self/status").read()

@@ -11,8 +11,8 @@ import copy
 import nbformat
 import pytest
 
-from attention_course.grading import marking
 from attention_course.grading.course import ROOT, available
+from attention_course.grading.nbgrader_glue import marking
 from tools.submissions import read_notebook, solved_notebook
 
 ASSIGNMENTS = available()

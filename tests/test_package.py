@@ -14,11 +14,18 @@ import pytest
 import torch
 
 from attention_course import (
-    assert_close, check_shape, check_sums_to_one, check_unchanged, plot_attention, plot_matrices,
-    projection_params, to_numpy, toy_sentence,
+    assert_close,
+    check_shape,
+    check_sums_to_one,
+    check_unchanged,
+    plot_attention,
+    plot_matrices,
+    projection_params,
+    to_numpy,
+    toy_sentence,
 )
 from attention_course.grading.cells import replace_blocks, uncomment
-from attention_course.grading.nbgrader_ext import HIDDEN_PLACEHOLDER, CachedHighlight, HideHiddenTests
+from attention_course.grading.nbgrader_glue.preprocessors import HIDDEN_PLACEHOLDER, CachedHighlight, HideHiddenTests
 from tools.submissions import Submission, apply_submission, solved_notebook
 
 
@@ -202,7 +209,7 @@ def test_cached_highlighting_is_nbconverts_own():
     cell with a magic's language and for a cell too long to keep; a repeated cell is not highlighted again."""
     from nbconvert.filters.highlight import Highlight2HTML
 
-    from attention_course.grading import nbgrader_ext
+    from attention_course.grading.nbgrader_glue import preprocessors as nbgrader_ext
 
     plain = Highlight2HTML(pygments_lexer="ipython3")
     cached = CachedHighlight(Highlight2HTML(pygments_lexer="ipython3"))
@@ -248,7 +255,7 @@ def test_feedback_shows_printed_output_as_text(tmp_path, monkeypatch):
     file stores them in."""
     import json
 
-    from attention_course.grading.nbgrader_ext import submitted_outputs
+    from attention_course.grading.nbgrader_glue.preprocessors import submitted_outputs
 
     folder = tmp_path / "submitted" / "ann" / "a1"
     folder.mkdir(parents=True)
@@ -293,7 +300,7 @@ def test_failed_check_shows_the_students_line_and_the_message_not_the_checks_cod
 
 
 def test_typeset_math_turns_tex_into_mathml_and_leaves_code_alone():
-    from attention_course.grading.mathml import typeset
+    from attention_course.grading.nbgrader_glue.mathml import typeset
 
     out = typeset("Scale by $\\sqrt{d_k}$; it costs \\$5.\n\n$$A = \\frac{QK^\\top}{\\sqrt{d_k}}$$\n\n"
                   "`x = '$a$'` and\n```\ny = '$b$'\n```\n")
@@ -307,7 +314,7 @@ def test_typeset_math_turns_tex_into_mathml_and_leaves_code_alone():
 
 def test_the_grader_passes_the_expected_value_log_under_one_name():
     from attention_course import checks
-    from attention_course.grading import forkserver
+    from attention_course.grading.kernels import forkserver
 
     assert forkserver.EXPECTED_LOG == checks.EXPECTED_LOG
 
@@ -338,7 +345,7 @@ def test_a_shell_without_the_variable_finds_the_class_exchange(tmp_path, monkeyp
 
 
 def test_how_late_is_said_in_words_and_a_few_seconds_are_never_0_minutes():
-    from attention_course.grading.term import late_words
+    from attention_course.grading.nbgrader_glue.term import late_words
 
     said = [late_words(s) for s in (0, -5, 0.4, 1, 23.4, 59.4, 59.6, 60, 100, 59 * 60, 3570, 3599, 3600, 47.9 * 3600,
                                     47.95 * 3600, 48 * 3600)]
@@ -351,7 +358,8 @@ def test_the_term_reads_due_dates_with_their_zone_and_applies_the_late_policy(tm
     from datetime import datetime, timedelta
     from types import SimpleNamespace
 
-    from attention_course.grading.term import Term
+    from attention_course.grading.errors import ConfigError
+    from attention_course.grading.nbgrader_glue.term import Term
 
     term = Term(due={"a": "2027-01-22 17:00:00 Europe/London", "b": "2027-07-22T17:00:00+02:00"},
                 late_share_per_day=0.1, late_cap=0.35, extensions=str(tmp_path / "extensions.csv"))
@@ -372,17 +380,17 @@ def test_the_term_reads_due_dates_with_their_zone_and_applies_the_late_policy(tm
     assert term.seconds_late(handed_in("ben", None)) == 0
     term.check()
     for bad in ("2027-01-22 17:00:00", "2027-01-22 17:00:00 Nowhere/Atlantis", "next friday"):
-        with pytest.raises(SystemExit, match="give the date with its zone"):
+        with pytest.raises(ConfigError, match="give the date with its zone"):
             Term(due={"a": bad}).check()
-    with pytest.raises(SystemExit, match=r"as seconds, not hours: .*'2027-01-22T17:00:00\+01:00'"):
+    with pytest.raises(ConfigError, match=r"as seconds, not hours: .*'2027-01-22T17:00:00\+01:00'"):
         Term(due={"a": "2027-01-22 17:00:00 +0100"}).check()  # nbgrader: 100 seconds
     (tmp_path / "extensions.csv").write_text("student,assignment,days\nann,a,soon\n")
-    with pytest.raises(SystemExit, match="line 2: an extension needs"):
+    with pytest.raises(ConfigError, match="line 2: an extension needs"):
         Term(extensions=str(tmp_path / "extensions.csv")).check()
 
 
 def test_the_printed_grade_table_is_narrow_and_marks_provisional_and_late_scores():
-    from attention_course.grading.course import printable
+    from attention_course.grading.run.tables import printable
 
     header = ["student", "01_self_attention (/95)", "02_multihead_attention (/100)", "total", "max", "late penalty",
               "to grade by hand", "provisional", "notes"]
@@ -408,7 +416,7 @@ def test_the_hub_environment_copies_only_pinned_packages_whose_files_match_their
     import sys
     from pathlib import Path
 
-    from attention_course.grading.environment import copy_installed
+    from attention_course.grading.deploy.environment import copy_installed
 
     def digest(data: bytes) -> str:
         return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

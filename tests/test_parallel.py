@@ -17,14 +17,15 @@ import shutil
 import subprocess
 import sys
 import time
+
 import pytest
-
-from tools.loopback import LoopbackCluster
-from attention_course.grading.course import available, catalogue_path, score_table
-from tools.submissions import demo_roster, load_catalogue, write_class
-
 from harness import BIN, ONE_WORKER, api_calls, course_autograde, nbgrader, new_course, read_scores, release
 from pgserver import HOW_TO_ENABLE, PostgresServer, server_bin
+
+from attention_course.grading.course import available, catalogue_path
+from attention_course.grading.run.tables import score_table
+from tools.loopback import LoopbackCluster
+from tools.submissions import demo_roster, load_catalogue, write_class
 
 #: One assignment of the course (whose grades every other test already checks at length, and which the graded
 #: class grades next to six others in one run): what is tested here is how the course command, PostgreSQL and Dask

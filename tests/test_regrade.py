@@ -1,4 +1,4 @@
-"""A regrade reaches the student (:mod:`attention_course.grading.regrade`): after a test is corrected, ``make
+"""A regrade reaches the student (:mod:`attention_course.grading.nbgrader_glue.regrade`): after a test is corrected, ``make
 autograde`` writes again the page of every hand-in whose score changed and had one, releases it where the student
 had a released page, names the change on it, and prints whom it reached. Real runs in a scratch course with its own
 exchange; the student's fetch_feedback then sees the new page."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
+from harness import ONE_WORKER, api_calls, course_autograde, new_course, read_scores, release
+
 from attention_course.grading.course import available
 from attention_course.grading.trust.exchange import trusted_timestamp
 from tools.submissions import COMPLETE, read_notebook, write_class, write_notebook
-
-from harness import ONE_WORKER, api_calls, course_autograde, new_course, read_scores, release
 
 A = available()[0]
 

@@ -9,17 +9,24 @@ import re
 from pathlib import Path
 
 import pytest
-
-from attention_course.grading.course import COURSE_ID, ROOT, available, catalogue_path
-from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
-from tools.submissions import (
-    BEGIN_MARK_SCHEME, BEGIN_SOLUTION, END_MARK_SCHEME, END_SOLUTION, apply_submission, load_catalogue, packed,
-    read_notebook, solved_notebook, write_notebook,
-)
-
-from fastvalidate import FAILED, SUCCESS, validate_many
 from conftest import SWEEP, catalogue_in_run
+from fastvalidate import FAILED, SUCCESS, validate_many
 from harness import api_calls, masters, nbgrader, new_course, split_master, trains_a_model
+
+from attention_course.grading.cells import BEGIN_HIDDEN, BEGIN_STARTER, END_HIDDEN, END_STARTER
+from attention_course.grading.course import COURSE_ID, ROOT, available, catalogue_path
+from tools.submissions import (
+    BEGIN_MARK_SCHEME,
+    BEGIN_SOLUTION,
+    END_MARK_SCHEME,
+    END_SOLUTION,
+    apply_submission,
+    load_catalogue,
+    packed,
+    read_notebook,
+    solved_notebook,
+    write_notebook,
+)
 
 ASSIGNMENTS = available()
 CHECKS = {"assert_close", "check_shape", "check_sums_to_one", "check_unchanged"}  # all return None
@@ -129,8 +136,9 @@ def test_every_figure_of_the_solutions_says_what_it_shows(regenerated):
 
 def test_solution_pages_meet_wcag_aa(regenerated):
     """`make solutions-html`'s pages pass axe-core (WCAG 2.0/2.1 A and AA) and reflow at 320 CSS px."""
-    from attention_course.grading.solutions import write_pages
     from browser import chromium, require_axe, wcag_failures
+
+    from attention_course.grading.nbgrader_glue.solutions import write_pages
 
     require_axe()
     written = write_pages(regenerated, ASSIGNMENTS)

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading import cgroups, doctor
 from attention_course.grading.course import ROOT
+from attention_course.grading.kernels import cgroups
+from attention_course.grading.run import doctor
 
 TOOLS = ROOT / "tests" / "tools"
 

@@ -21,17 +21,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from attention_course.grading.course import format_table, gradebook_url, score_table
-from tools.submissions import read_notebook
-
 from conftest import ATTACKS, GRADED
 from harness import CLASS_UID_BASE, JUDGE_BYTES, NOTEBOOK_S, course_autograde, feedback_text, tree_digest
+
+from attention_course.grading.course import gradebook_url
+from attention_course.grading.run.tables import format_table, score_table
+from tools.submissions import read_notebook
 
 sys.path.insert(0, str(Path(__file__).parent / "catalogue"))
 import adversarial  # noqa: E402
 from sandbox_attacks import survivors  # noqa: E402
-
 from test_grading import auto_cells, hidden_lines  # noqa: E402
 
 A = adversarial.ASSIGNMENT
@@ -240,8 +239,9 @@ def test_every_output_a_kernel_sends_is_capped_and_says_so(hostile):
     are cut to the cell's cap. Twelve cells each under the cell's cap stop at the notebook's. Each cut says what was
     cut; the hand-ins score what their wrong answer scores (test_attack_gains_nothing), and the feedback page and the
     Formgrader's page stay within the page's cap, with a note."""
-    from attention_course.grading.kernel_io import MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, NOTE
-    from attention_course.grading.page_cap import MAX_PAGE_BYTES, NOTE as PAGE_NOTE
+    from attention_course.grading.kernels.kernel_io import MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, NOTE
+    from attention_course.grading.nbgrader_glue.page_cap import MAX_PAGE_BYTES
+    from attention_course.grading.nbgrader_glue.page_cap import NOTE as PAGE_NOTE
 
     course = hostile(A)["course"]
 

@@ -25,13 +25,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from harness import course_autograde, course_command, read_scores
 
 from attention_course.grading.course import COURSE_ID, ROOT, available, gradebook_url
-from tools.bench_submit import feedback_pages, hand_in, on_submit_course, queue_rows, start_service, stop_service, \
-    wait_ready
+from tools.bench_submit import feedback_pages, hand_in, on_submit_course, queue_rows, start_service, stop_service, wait_ready
 from tools.submissions import BLANK, COMPLETE, Submission
-
-from harness import course_autograde, course_command, read_scores
 
 A = available()[0]
 pytestmark = pytest.mark.slow

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 from attention_course.grading.course import ROOT
-from attention_course.grading.service_queue import Queue, Writer
+from attention_course.grading.nbgrader_glue.gradebook import Writer
+from attention_course.grading.service.queue import Queue
 
 LIMIT = 600.0
 
@@ -120,7 +121,7 @@ def test_make_autograde_and_the_service_take_turns(tmp_path):
 def test_a_hand_in_is_taken_once_submit_has_written_its_secret_or_never_will(tmp_path):
     import os
 
-    from attention_course.grading.service_queue import SETTLE_S, settled
+    from attention_course.grading.service.queue import SETTLE_S, settled
 
     folder = tmp_path / "ann+01+t0+a"
     folder.mkdir()
@@ -140,7 +141,7 @@ def test_a_student_who_floods_inbound_delays_herself_only(tmp_path):
     so ann's hand-in is queued in the same round; a folder whose name is not UTF-8 is said once and left alone."""
     import os
 
-    from attention_course.grading.service_scan import PER_STUDENT, Scan
+    from attention_course.grading.service.scan import PER_STUDENT, Scan
 
     inbound = tmp_path / "inbound"
     inbound.mkdir()
@@ -187,7 +188,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 
-from attention_course.grading.service_workers import drop_pool
+from attention_course.grading.service.workers import drop_pool
 
 
 def slow(_):

@@ -15,16 +15,25 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from attention_course.grading import similarity
-from attention_course.grading.cells import cell_source
-from attention_course.grading.course import ROOT, available, catalogue_path
 from conftest import SWEEP
 
+from attention_course.grading.cells import cell_source
+from attention_course.grading.course import ROOT, available, catalogue_path
+from attention_course.grading.similarity import report as similarity
 from tools.disguises import KINDS as DISGUISES
 from tools.disguises import disguised
-from tools.submissions import (BLANK, COMPLETE, apply_submission, demo_roster, disguise, load_catalogue, read_notebook,
-                               solved_notebook, write_class, write_notebook)
+from tools.submissions import (
+    BLANK,
+    COMPLETE,
+    apply_submission,
+    demo_roster,
+    disguise,
+    load_catalogue,
+    read_notebook,
+    solved_notebook,
+    write_class,
+    write_notebook,
+)
 
 #: Per assignment, a catalogue alternative that rewrites most of the answers in another style (NumPy instead of
 #: PyTorch, einsum, other designs): written by someone else, it must not be flagged against the master's solution.
@@ -288,7 +297,7 @@ def test_a_module_is_installed_only_where_a_kernel_has_it(monkeypatch):
     """What a hand-in may import unread: the standard library, the environment's packages (a namespace package
     such as mpl_toolkits too) and the course's package; never a folder of wherever the report runs (a module a
     notebook writes could take the name of the course's release/ or tools/)."""
-    from attention_course.grading.similarity_opaque import installed
+    from attention_course.grading.similarity.opaque import installed
 
     monkeypatch.chdir(ROOT)
     installed.cache_clear()
@@ -301,7 +310,7 @@ def test_the_masters_the_catalogues_the_disguises_and_the_release_are_never_opaq
     cells of each catalogue entry's hand-in and of each disguise of the demo student's that are not the master's
     solution's: nothing opaque (``getattr(layer, name)``, ``%run -i`` of a ``%%writefile`` module, imports of
     installed modules...)."""
-    from attention_course.grading.similarity_opaque import read
+    from attention_course.grading.similarity.opaque import read
 
     def code(notebooks: dict) -> list[str]:
         return [cell_source(c) for nb in notebooks.values() if isinstance(nb, dict)

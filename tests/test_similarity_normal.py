@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from attention_course.grading.similarity_normal import normalise, normalise_all
-from attention_course.grading.similarity_read import filtered
+from attention_course.grading.similarity.normal import normalise, normalise_all
+from attention_course.grading.similarity.read import filtered
 
 
 def same(*versions: str, api=frozenset()) -> None:

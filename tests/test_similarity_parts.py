@@ -13,9 +13,9 @@ import itertools
 import json
 
 import pytest
-
-from attention_course.grading import similarity
 from similarity_copies import COPIES, INDEPENDENT, PART, build_class
+
+from attention_course.grading.similarity import report as similarity
 
 ASSIGNMENTS = ("01_self_attention", "06_efficient_attention", "07_attention_backward")
 

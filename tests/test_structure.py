@@ -1,5 +1,7 @@
-"""The package's shape (issue 26): no module over 450 lines, no private name used across modules, and no import
-cycle among the modules' top-level imports. Read from the source with ``ast``: nothing is imported or run."""
+"""The package's shape (issues 26 and 62): sub-packages by job, each saying its job and exporting its public names;
+no module over 400 lines; no private name used across modules; no import cycle, counting the imports inside
+functions; nothing patched on import. Read from the source with ``ast``: nothing is imported or run, but for the
+checks that say so."""
 
 from __future__ import annotations
 
@@ -38,10 +40,10 @@ def imported(path: Path, nodes):
             yield from (a.name for a in node.names)
 
 
-def test_no_module_is_over_450_lines():
+def test_no_module_is_over_400_lines():
     lines = {name_of(p): len(p.read_text(encoding="utf-8").splitlines()) for p in MODULES}
-    long = {name: n for name, n in lines.items() if n > 450}
-    assert not long, f"modules over 450 lines (usually two jobs): {long}"
+    long = {name: n for name, n in lines.items() if n > 400}
+    assert not long, f"modules over 400 lines (usually two jobs): {long}"
 
 
 def test_no_private_name_is_used_across_modules():
@@ -66,27 +68,223 @@ def test_no_private_name_is_used_across_modules():
     assert not found, "private names used outside their module:\n" + "\n".join(found)
 
 
-def test_no_import_cycle_at_module_level():
+#: The imports that stay inside a function, each with its reason: a heavy or optional dependency that most uses of
+#: the module never need. Any other import inside a function is a cycle hidden from this test, or an import that
+#: belongs at the top of the file.
+LATE_IMPORTS = {
+    "distributed": "Dask, only for grading on a cluster (the course command without --scheduler never loads it)",
+    "dask": "Dask, only for grading on a cluster",
+    "copydetect": "the similarity report's fingerprints, only when a report is written",
+    "matplotlib": "plots (the report, the solutions' pages, a notebook's figures): seconds to import",
+    "seaborn": "the report's and a notebook's heat maps, with matplotlib",
+    "torch": "PyTorch, seconds to import, for the few paths that handle tensors",
+    "numpy": "arrays on the wire, only when a value is one",
+    "IPython": "a notebook's display and IPython's own cell syntax: present in a kernel, not where the package is "
+               "imported without one",
+    "ipykernel": "the kernel itself, started only in a forked child of the fork server",
+    "pyseccomp": "the seccomp filter's library, loaded once where a sandbox is set up (it may be missing: said so)",
+    "psutil": "whether a scratch folder's maker still runs, asked only when such a folder is found",
+    "attention_course.checks": "the notebooks' checks, imported by the agent in the kernel only: the fork server "
+                               "that imports the agent must not load the notebooks' package",
+}
+
+
+def late_imports(tree):
+    """The import statements inside functions (and classes) of a module, at any depth."""
+    top = set(map(id, tree.body))
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top
+            and not _guarded_at_top(n, tree)]
+
+
+def _guarded_at_top(node, tree):
+    """An import in a module-level ``try``/``if`` block (an optional dependency at import time) is a top import."""
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Try, ast.If)) and any(n is node for n in ast.walk(stmt)):
+            return not any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and
+                           any(n is node for n in ast.walk(f)) for f in ast.walk(stmt))
+    return False
+
+
+def import_graph():
     names = {name_of(p) for p in MODULES}
     graph = {}
     for path, tree in MODULES.items():
-        edges = set(imported(path, tree.body))  # imports inside functions run later, when both modules exist
+        edges = set(imported(path, ast.walk(tree)))  # every import, at the top or inside a function
         graph[name_of(path)] = {e for e in edges if e in names and e != name_of(path)}
-
-    def cycle_from(start, node, seen):
-        for nxt in graph.get(node, ()):
-            if nxt == start:
-                return seen + [nxt]
-            if nxt not in seen:
-                found = cycle_from(start, nxt, seen + [nxt])
-                if found:
-                    return found
-        return None
-
     # a package's __init__ importing its own modules is how packages work, not a cycle
-    graph = {m: {e for e in es if not m.startswith(e + ".")} for m, es in graph.items()}
-    cycles = [c for m in graph if (c := cycle_from(m, m, [m]))]
-    assert not cycles, f"import cycles: {cycles[:3]}"
+    return {m: {e for e in es if not m.startswith(e + ".")} for m, es in graph.items()}
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    graph = import_graph()
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def strong(v):  # Tarjan: the strongly connected components of the import graph
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    assert not cycles, f"modules that import each other (directly or through others): {cycles}"
+
+
+def test_an_import_inside_a_function_is_a_listed_heavy_dependency():
+    found = []
+    for path, tree in MODULES.items():
+        for node in late_imports(tree):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [resolve(path, node)]
+            for mod in mods:
+                if not any(mod == k or mod.startswith(k + ".") for k in LATE_IMPORTS):
+                    found.append(f"{name_of(path)}:{node.lineno} imports {mod} inside a function")
+    assert not found, ("imports inside functions that are not a heavy optional dependency (LATE_IMPORTS); put them at "
+                       "the top of the file:\n" + "\n".join(found))
+
+
+#: The grading package's layers, lowest first: a module imports only modules of its own layer or lower ones. Judging
+#: and the kernels are one layer: the fork server forks the judge's process, and a kernel is reached through the
+#: judge's connection. ARCHITECTURE.md's map lists them in this order.
+LAYERS = [
+    {"cells", "wire", "errors", "exports"},
+    {"trust"},
+    {"course"},
+    {"judging", "kernels"},
+    {"nbgrader_glue", "similarity", "deploy"},
+    {"run"},
+    {"service"},
+    {"__main__"},
+]
+
+
+def layer_of(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:2] != ["attention_course", "grading"] or len(parts) < 3:
+        return None
+    return next(i for i, names in enumerate(LAYERS) if parts[2] in names)
+
+
+def test_each_module_imports_only_its_layer_and_those_below():
+    found = []
+    for module, targets in import_graph().items():
+        mine = layer_of(module)
+        for target in targets:
+            theirs = layer_of(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                found.append(f"{module} imports {target}")
+    assert not found, "imports of a higher layer (tests/test_structure.py LAYERS):\n" + "\n".join(sorted(found))
+
+
+def test_the_architecture_map_names_every_folder_and_module():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    where = text[text.index("## Where the code is"):]
+    grading = PACKAGE / "grading"
+    missing = []
+    for path in sorted(grading.rglob("*.py")):
+        if "__pycache__" in path.parts or path.name == "__init__.py":
+            continue
+        rel = path.relative_to(grading)
+        folder = f"`grading/{rel.parent.as_posix()}/`" if rel.parent.parts else None
+        if folder and folder not in where:
+            missing.append(folder)
+        if f"`{rel.name}`" not in where:
+            missing.append(str(rel))
+    assert not missing, f"ARCHITECTURE.md's map does not name: {sorted(set(missing))}"
+    names = [n for layer in LAYERS for n in sorted(layer)]
+    assert all(n in {p.stem for p in grading.glob("*.py")} | {p.name for p in subpackages()} for n in names), \
+        "LAYERS names a module or package that is not there"
+
+
+def subpackages():
+    grading = PACKAGE / "grading"
+    return sorted(p.parent for p in grading.glob("*/__init__.py"))
+
+
+def test_each_sub_package_says_its_job_and_exports_its_public_names():
+    import importlib
+
+    for folder in subpackages():
+        init = folder / "__init__.py"
+        tree = MODULES[init]
+        doc = ast.get_docstring(tree)
+        assert doc and len(doc) > 80, f"{init} does not say the package's job"
+        modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+        for module in modules:  # the docstring names every module of the package
+            assert f":mod:`.{module}`" in doc or folder.name == "trust", f"{init}'s docstring does not name {module}"
+        package = importlib.import_module(name_of(init))
+        exported = getattr(package, "__all__", None)
+        assert exported, f"{init} exports nothing"
+        for name in exported:
+            assert getattr(package, name, None) is not None, f"{name_of(init)} exports {name}, which does not exist"
+
+
+def test_the_setup_lists_every_package():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {name_of(p / "__init__.py") for p in subpackages()} | {"attention_course", "attention_course.grading"}
+    assert listed == folders, f"pyproject.toml's packages differ from the folders: {listed ^ folders}"
+
+
+def test_nothing_is_patched_on_import():
+    """Importing any module of the package changes no other library: nbgrader's classes are the same objects with
+    the same attributes before and after; the course's changes come from an explicit ``patches.install()``."""
+    import subprocess
+    import sys
+
+    probe = """
+import importlib, pkgutil, sys
+import nbgrader.apps.baseapp, nbgrader.api, nbgrader.exchange.default.collect, nbgrader.exchange.default.release_assignment
+import nbgrader.server_extensions.formgrader.apihandlers, nbgrader.converters.autograde, nbgrader.preprocessors
+def state():
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("nbgrader") and mod is not None:
+            for k, v in list(vars(mod).items()):
+                out[(name, k)] = id(v)
+                if isinstance(v, type):
+                    for a, b in list(vars(v).items()):
+                        out[(name, k, a)] = id(b)
+    return out
+before = state()
+import attention_course.grading as g
+for m in pkgutil.walk_packages(g.__path__, g.__name__ + "."):
+    if not m.name.endswith("__main__"):
+        importlib.import_module(m.name)
+after = state()
+changed = sorted(str(k) for k in before if k in after and before[k] != after[k])
+print(chr(10).join(changed[:20]))
+"""
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    out = ran.stdout
+    assert not out.strip(), "importing the package changed nbgrader:\n" + out
+    config = ast.parse((ROOT / "nbgrader_config.py").read_text(encoding="utf-8"))
+    # nbgrader's configuration names the steps it configures (the glue, the judged execution, the trust filters, the
+    # course's facts) and installs the patches; it imports nothing that runs a class (run/, service/, deploy/...)
+    grading = {m for m in imported(ROOT / "nbgrader_config.py", ast.walk(config)) if m.startswith("attention_course.grading.")}
+    allowed = ("attention_course.grading.nbgrader_glue", "attention_course.grading.judging.executor",
+               "attention_course.grading.trust", "attention_course.grading.course", "attention_course.grading.errors")
+    beyond = sorted(m for m in grading if not m.startswith(allowed))
+    assert not beyond, f"nbgrader_config.py imports the grading code that runs a class: {beyond}"
+    source = (ROOT / "nbgrader_config.py").read_text(encoding="utf-8")
+    assert "patches.install()" in source, "nbgrader_config.py no longer installs the course's nbgrader changes"
 
 
 def test_the_package_leaves_the_developers_tools_outside():
@@ -138,11 +336,19 @@ def test_the_trust_ledger_is_true():
             assert re.match(r"`trust\.\w+`", enforced), f"a rule of the first table is enforced outside trust/: {line}"
     for rule, enforced, attacked in rows:
         for dotted in re.findall(r"`(\w+(?:\.\w+)+)`", enforced):
-            module, *attrs = dotted.split(".")
-            try:  # a module of the grading package, else of the student package (nbgrader_settings)
-                obj = importlib.import_module(f"attention_course.grading.{module}")
-            except ModuleNotFoundError:
-                obj = importlib.import_module(f"attention_course.{module}")
+            parts = dotted.split(".")
+            obj = None
+            for n in range(len(parts), 0, -1):  # the longest module of the grading package (or the student package)
+                for prefix in ("attention_course.grading.", "attention_course."):
+                    try:
+                        obj = importlib.import_module(prefix + ".".join(parts[:n]))
+                    except ModuleNotFoundError:
+                        continue
+                    break
+                if obj is not None:
+                    break
+            assert obj is not None, f"the ledger names {dotted}, whose module does not exist ({rule})"
+            attrs = parts[n:]
             for attr in attrs:
                 assert hasattr(obj, attr), f"the ledger names {dotted}, which does not exist ({rule})"
                 obj = getattr(obj, attr)

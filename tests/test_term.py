@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from harness import ONE_WORKER, course_autograde, course_command, nbgrader, new_course, read_scores, release
 
 from attention_course.grading.course import available, catalogue_path
 from tools.submissions import COMPLETE, load_catalogue, read_notebook, write_class, write_notebook
-
-from harness import ONE_WORKER, course_autograde, course_command, nbgrader, new_course, read_scores, release
 
 #: One assignment whose test is changed, and one that is not (its hand-ins must not be graded again).
 CHANGED, UNCHANGED = available()[0], available()[5]
@@ -107,12 +106,11 @@ def test_due_dates_late_penalties_extensions_and_provisional_scores_in_every_exp
     import os
     from datetime import datetime, timedelta, timezone
 
+    from harness import feedback_text
     from nbgrader.api import Gradebook
 
     from attention_course.grading.course import gradebook_url
     from attention_course.grading.trust.exchange import trusted_timestamp
-
-    from harness import feedback_text
 
     a = CHANGED
     course = new_course(tmp_path, [a])
@@ -223,8 +221,9 @@ def set_term(course, config: str, due, extensions: str = "") -> None:
 def tables(course, **canvas) -> tuple[dict, dict]:
     """The grade table's rows (student -> column -> cell) and the Canvas export's cells of CHANGED (student ->
     cell), as `make grades` computes them from the course's configuration now."""
-    from attention_course.grading.course import canvas_table, gradebook_url, score_table
-    from attention_course.grading.term import course_term
+    from attention_course.grading.course import gradebook_url
+    from attention_course.grading.nbgrader_glue.term import course_term
+    from attention_course.grading.run.tables import canvas_table, score_table
 
     header, rows = score_table(gradebook_url(course), [CHANGED], course, term=course_term(course))
     columns, exported = canvas_table(gradebook_url(course), [CHANGED], course, provisional=True,

@@ -27,16 +27,29 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from harness import (
+    BIN,
+    COURSE_ID,
+    ONE_WORKER,
+    ROOT,
+    answer_into,
+    as_student,
+    as_unix,
+    course_autograde,
+    course_command,
+    grade_by_hand,
+    hand_state,
+    masters,
+    nbgrader,
+    new_course,
+    read_scores,
+    unix_users,
+)
 from nbgrader.utils import parse_utc
 
-from attention_course.grading import marking
 from attention_course.grading.course import available, catalogue_path, gradebook_url
+from attention_course.grading.nbgrader_glue import marking
 from tools.submissions import apply_submission, load_catalogue, read_notebook, solved_notebook, write_notebook
-
-from harness import (
-    BIN, COURSE_ID, ONE_WORKER, ROOT, answer_into, as_student, as_unix, course_autograde, course_command, grade_by_hand, hand_state,
-    masters, nbgrader, new_course, read_scores, unix_users,
-)
 
 A = available()[1]  # three written answers
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from attention_course.grading import nbgrader_patches, trust
+from attention_course.grading import trust
+from attention_course.grading.errors import EnvironmentMismatch
+from attention_course.grading.nbgrader_glue import patches as nbgrader_patches
 
 sys.path.insert(0, str(Path(__file__).parent / "tools"))
 import payloads  # noqa: E402
@@ -254,7 +256,7 @@ def test_the_scan_sees_active_content():
 
 
 def test_honest_formatting_survives_the_sanitiser():
-    from attention_course.grading.mathml import to_mathml
+    from attention_course.grading.nbgrader_glue.mathml import to_mathml
 
     math = to_mathml(r"\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)", display=True)
     honest = (f"<h2 id='why'>Why</h2><p><strong>Scaled</strong> <em>scores</em> <code>QK</code> "
@@ -271,7 +273,7 @@ def test_honest_formatting_survives_the_sanitiser():
 
 
 def test_a_different_nbgrader_stops_the_course_with_what_it_patches():
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(EnvironmentMismatch) as stopped:
         nbgrader_patches.check_version("0.9.7")
     message = str(stopped.value)
     assert "0.9.6" in message and "0.9.7" in message and "Autograde.init_assignment" in message
@@ -280,7 +282,7 @@ def test_a_different_nbgrader_stops_the_course_with_what_it_patches():
 
 def test_dask_workers_get_only_the_accepted_files(tmp_path):
     """A hand-in travels to a Dask worker as the files inspect_handin accepts, never a link's target."""
-    from attention_course.grading.cluster import read_tree
+    from attention_course.grading.run.cluster import read_tree
 
     handin = make_handin(tmp_path, tmp_path / "secret.txt")
     sent = read_tree(handin)
@@ -291,7 +293,7 @@ def test_dask_workers_get_only_the_accepted_files(tmp_path):
 def test_a_changed_link_is_graded_again(tmp_path):
     """The fingerprint that lets autograde skip an unchanged hand-in covers what was refused, and where a link
     points: re-pointing a link grades the hand-in again (its target is never read either way)."""
-    from attention_course.grading.autograde import fingerprint
+    from attention_course.grading.run.plan import fingerprint
 
     handin = tmp_path / "submitted" / "eve" / "01"
     handin.mkdir(parents=True)
@@ -369,7 +371,7 @@ def test_doctor_names_what_the_exchange_and_the_homes_leave_open(tmp_path):
     inbound/ students can list, homes others can enter are OPEN; the modes release leaves hold."""
     import pwd
 
-    from attention_course.grading.doctor import exchange_findings
+    from attention_course.grading.run.doctor import exchange_findings
 
     root, homes = tmp_path / "exchange", tmp_path / "home"
     for folder, mode in ((root, 0o777), (homes, 0o755), (homes / "ann", 0o755), (homes / "ben", 0o700)):
@@ -404,8 +406,8 @@ def test_the_exchange_is_prepared_before_any_student_so_nobody_squats_or_lists_i
     import pwd
     import stat
 
-    from attention_course.grading import hub
-    from attention_course.grading.doctor import exchange_findings
+    from attention_course.grading.deploy import hub
+    from attention_course.grading.run.doctor import exchange_findings
 
     root = tmp_path / "exchange"
     hub.prepare_exchange(root, "a-course", "nobody")
@@ -424,7 +426,7 @@ def test_a_folder_closed_to_other_users_is_named():
     import shutil
     import tempfile
 
-    from attention_course.grading import hub
+    from attention_course.grading.deploy import hub
 
     top = Path(tempfile.mkdtemp())  # in /tmp (1777), which every user passes through
     try:

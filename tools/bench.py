@@ -32,7 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from attention_course.grading.course import catalogue_path, cell_scores, gradebook_url, scratch_course
+from attention_course.grading.course import catalogue_path, gradebook_url, scratch_course
+from attention_course.grading.run.tables import cell_scores
+
 from .loopback import LoopbackCluster
 from .submissions import BLANK, COMPLETE, load_catalogue, write_class
 

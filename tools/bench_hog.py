@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from attention_course.grading import cgroups
 from attention_course.grading.course import scratch_course
+from attention_course.grading.kernels import cgroups
 
 from .submissions import Submission, write_class
 
@@ -113,7 +113,9 @@ def grade(course: Path, workers: int, env: dict, course_command) -> dict:
 
 def main(scratch: Path, args) -> int:
     """The hog part of ``make bench`` (see the module), in ``scratch``; ``args``: :mod:`.bench`'s options."""
-    from .bench import _course_command as course_command, _env, _grades as grades, roster
+    from .bench import _course_command as course_command
+    from .bench import _env, roster
+    from .bench import _grades as grades
 
     env, n, workers = _env(), args.hog_class, args.hog_workers
     print(f"A CPU hog beside a class: {n} hand-ins of {ASSIGNMENT} on {workers} workers, with and without one hostile "

@@ -27,8 +27,7 @@ from attention_course.grading.course import ROOT, available, catalogue_path
 
 from .bench import roster
 from .disguises import KINDS, disguised
-from .submissions import (BLANK, COMPLETE, apply_submission, edited_cells, load_catalogue, read_notebook, solved_notebook,
-                          write_notebook)
+from .submissions import BLANK, COMPLETE, apply_submission, edited_cells, load_catalogue, read_notebook, solved_notebook, write_notebook
 
 ASSIGNMENT = "01_self_attention"
 MEASURE = r"""

@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attention_course.grading.course import ROOT, scratch_course
-from attention_course.grading.hub import stop_session
-from attention_course.grading.service_queue import FINAL
+from attention_course.grading.deploy.hub import stop_session
+from attention_course.grading.service.queue import FINAL
 
 from .loopback import LoopbackCluster
 from .submissions import write_class
@@ -36,15 +36,19 @@ ASSIGNMENT = "01_self_attention"
 COURSE_ID = "attention-from-scratch"
 
 
-def on_submit_course(scratch: Path, assignment: str = ASSIGNMENT, settings: str = "") -> Path:
-    """A released scratch course whose configuration turns ``assignment`` on submit (plus ``settings``)."""
-    config = (ROOT / "nbgrader_config.py").read_text() + f"\nc.OnSubmit.assignments = [{assignment!r}]\n" + settings
-    course = scratch_course(scratch, [assignment], config)
+def on_submit_course(scratch: Path, assignment: str = ASSIGNMENT, settings: str = "",
+                     assignments: list[str] | None = None) -> Path:
+    """A released scratch course whose configuration turns ``assignment`` on submit (plus ``settings``); given
+    ``assignments``, every one of those instead (released and on submit)."""
+    names = list(assignments) if assignments else [assignment]
+    config = (ROOT / "nbgrader_config.py").read_text() + f"\nc.OnSubmit.assignments = {names!r}\n" + settings
+    course = scratch_course(scratch, names, config)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("NBGRADER_EXCHANGE_ROOT", None)
-    for step in ("generate_assignment", "release_assignment"):
-        subprocess.run([str(Path(sys.executable).parent / "nbgrader"), step, assignment, "--force",
-                        "--log-level=ERROR"], cwd=course, env=env, check=True, capture_output=True)
+    for name in names:
+        for step in ("generate_assignment", "release_assignment"):
+            subprocess.run([str(Path(sys.executable).parent / "nbgrader"), step, name, "--force",
+                            "--log-level=ERROR"], cwd=course, env=env, check=True, capture_output=True)
     return course
 
 
@@ -102,12 +106,16 @@ def queue_rows(course: Path) -> list[dict]:
         return [dict(r) for r in db.execute("SELECT * FROM handin ORDER BY seen")]
 
 
-def wait_ready(log: Path, timeout: float = 300) -> None:
-    """Wait until the service says its workers are warm (their scratch course and fork server ready)."""
+def wait_ready(log: Path, timeout: float = 300, proc: subprocess.Popen | None = None) -> None:
+    """Wait until the service says its workers are warm (their scratch course and fork server ready); given its
+    ``proc``, give up at once when it has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if "] Ready" in log.read_text(errors="replace"):
             return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the service ended (status {proc.returncode}) before it was ready:\n"
+                               f"{log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.5)
     raise RuntimeError(f"the service did not start in {timeout:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
 

@@ -132,7 +132,7 @@ def install(venv: Path) -> None:
                 index = [] if sys.platform == "darwin" else ["--extra-index-url", TORCH_CPU_INDEX]
                 run("PyTorch", pip + index + [torch], log)
             # bytecode on every core, the packages' own test suites left out
-            run("bytecode", [str(venv / "bin" / "python"), "-c", "import sys; from attention_course.grading.environment "
+            run("bytecode", [str(venv / "bin" / "python"), "-c", "import sys; from attention_course.grading.deploy.environment "
                              f"import compile_tree; compile_tree(sys.executable, {str(venv / 'lib')!r})"], log)
             run("the course package", pip + ["--no-build-isolation", "-e", "."], log)
         except InstallError as error:

@@ -21,12 +21,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from .course import (
-    MISSING, ROOT, Provisional, available, canvas_table, gradebook_url, printable, score_table, write_csv,
-)
+from .course import ROOT, available, gradebook_url
+from .deploy.bundle import write_bundle
+from .errors import CourseError
+from .nbgrader_glue import patches
+from .nbgrader_glue.solutions import write_pages
+from .nbgrader_glue.term import course_term
+from .run.autograde import run
+from .run.doctor import main as doctor_main
+from .run.report import write_report
+from .run.tables import MISSING, Provisional, canvas_table, printable, score_table, write_csv
+from .run.worker import sandbox_settings
+from .service.main import ask_reload
+from .service.main import main as serve_main
+from .similarity.report import THRESHOLD, handed_in
+from .similarity.report import main as similarity_main
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m attention_course.grading", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--course", type=Path, default=ROOT, help="course folder (default: this repository)")
@@ -79,84 +91,74 @@ def main(argv=None) -> int:
     bundle.add_argument("--out", type=Path, default=None, help="output folder (default: <course>/bundle)")
     bundle.add_argument("--assignments", nargs="+", default=None,
                         help="the assignments students get ('all' for every one; default: those released to the exchange)")
-    args = parser.parse_args(argv)
-    course = args.course.resolve()
+    return parser
 
-    if args.command == "student-bundle":
-        from .bundle import write_bundle
 
-        archive = write_bundle(course, args.out, args.assignments)
-        print(f"Wrote {archive.with_suffix('')}/ and {archive}: give students either (its README.md says how to "
-              "install and start)")
-        return 0
+def accepted(args) -> set[str]:
+    return {name.strip() for name in args.accept_missing.split(",") if name.strip()}
 
-    if args.command == "doctor":
-        from .autograde import sandbox_settings
-        from .doctor import main as doctor_main
 
-        return doctor_main(sandbox_settings(course), str(course / "nbgrader_config.py"))
+def student_bundle(args, course: Path) -> int:
+    archive = write_bundle(course, args.out, args.assignments)
+    print(f"Wrote {archive.with_suffix('')}/ and {archive}: give students either (its README.md says how to "
+          "install and start)")
+    return 0
 
-    if args.command == "serve" and args.reload:
-        from .service_main import ask_reload
 
+def doctor(args, course: Path) -> int:
+    return doctor_main(sandbox_settings(course), str(course / "nbgrader_config.py"))
+
+
+def serve(args, course: Path) -> int:
+    if args.reload:
         return ask_reload(course)
-    if args.command == "serve":
-        from .service_main import main as serve_main
+    return serve_main(course, args.workers, args.scheduler, accepted(args), args.once)
 
-        accept = {name.strip() for name in args.accept_missing.split(",") if name.strip()}
-        return serve_main(course, args.workers, args.scheduler, accept, args.once)
 
-    if args.command == "autograde":
-        from .autograde import run
+def autograde(args, course: Path) -> int:
+    summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler,
+                  accept=accepted(args))
+    return 1 if summary["failed"] else 0
 
-        accept = {name.strip() for name in args.accept_missing.split(",") if name.strip()}
-        summary = run(course, args.assignments, args.workers, args.force, args.db, scheduler=args.scheduler,
-                      accept=accept)
-        return 1 if summary["failed"] else 0
 
-    if args.command == "similarity":
-        from .similarity import THRESHOLD, handed_in, main as similarity_main
+def similarity(args, course: Path) -> int:
+    known = available(course)
+    # an id, or its number (A=1, A=01) or any unique beginning of it
+    chosen = [next(iter(m)) if len(m := [k for k in known if k == a or k.startswith(a.zfill(2) + "_")
+                                          or k.startswith(a)]) == 1 else a for a in args.assignments] \
+        or [a for a in known if handed_in(course, a)]
+    unknown = [a for a in chosen if a not in known]
+    if unknown or not chosen:
+        print(f"Unknown assignment(s): {', '.join(unknown)}; the assignments are {', '.join(known)}"
+              if unknown else "No hand-ins in submitted/ yet.", file=sys.stderr)
+        return 1
+    threshold = THRESHOLD if args.threshold is None else args.threshold
+    if not 0 < threshold <= 1:
+        args.parser.error("--threshold must be in (0, 1]")
+    if args.common is not None and args.common < 1:
+        args.parser.error("--common must be at least 1")
+    return similarity_main(course, chosen, threshold, args.common)
 
-        known = available(course)
-        # an id, or its number (A=1, A=01) or any unique beginning of it
-        chosen = [next(iter(m)) if len(m := [k for k in known if k == a or k.startswith(a.zfill(2) + "_")
-                                              or k.startswith(a)]) == 1 else a for a in args.assignments] \
-            or [a for a in known if handed_in(course, a)]
-        unknown = [a for a in chosen if a not in available(course)]
-        if unknown or not chosen:
-            print(f"Unknown assignment(s): {', '.join(unknown)}; the assignments are {', '.join(available(course))}"
-                  if unknown else "No hand-ins in submitted/ yet.", file=sys.stderr)
-            return 1
-        threshold = THRESHOLD if args.threshold is None else args.threshold
-        if not 0 < threshold <= 1:
-            parser.error("--threshold must be in (0, 1]")
-        if args.common is not None and args.common < 1:
-            parser.error("--common must be at least 1")
-        return similarity_main(course, chosen, threshold, args.common)
 
-    if args.command == "solutions-html":
-        from .solutions import write_pages
+def solutions_html(args, course: Path) -> int:
+    written = write_pages(course, args.assignments or available(course))
+    if not written:
+        print("No executed solutions in solutions/: run `make solutions` first.", file=sys.stderr)
+        return 1
+    print("\n".join(f"Wrote {page}" for page in written))
+    return 0
 
-        written = write_pages(course, args.assignments or available(course))
-        if not written:
-            print("No executed solutions in solutions/: run `make solutions` first.", file=sys.stderr)
-            return 1
-        print("\n".join(f"Wrote {page}" for page in written))
-        return 0
 
+def report(args, course: Path) -> int:
+    out = args.out if args.out.is_absolute() else course / args.out
+    term = course_term(course)
+    term.check()
+    print(f"Wrote {write_report(args.db or gradebook_url(course), available(course), out, term, course)}")
+    return 0
+
+
+def table(args, course: Path) -> int:
     db = args.db or gradebook_url(course)
-    if args.command == "report":
-        from .report import write_report
-
-        out = args.out if args.out.is_absolute() else course / args.out
-        from .term import course_term
-
-        term = course_term(course)
-        term.check()
-        print(f"Wrote {write_report(db, available(course), out, term, course)}")
-        return 0
-    from .term import course_term
-
     term = course_term(course)
     term.check()
     marks: dict = {}
@@ -188,6 +190,24 @@ def main(argv=None) -> int:
                  f"; {missing} missing hand-in(s) left blank, as asked")
     print(f"\nSaved {csv_path} and {canvas_path} (for Canvas: Grades > Import){said}")
     return 0
+
+
+#: Each command and the function that runs it.
+COMMANDS = {"autograde": autograde, "table": table, "report": report, "similarity": similarity,
+            "solutions-html": solutions_html, "serve": serve, "doctor": doctor, "student-bundle": student_bundle}
+
+
+def main(argv=None) -> int:
+    """Run one command; a problem of the course's set-up (:class:`.errors.CourseError`) is printed, not a traceback."""
+    commands = parser()
+    args = commands.parse_args(argv)
+    args.parser = commands
+    try:
+        patches.install()  # the course's changes to nbgrader, before any of nbgrader runs here
+        return COMMANDS[args.command](args, args.course.resolve())
+    except CourseError as exc:
+        print(exc, file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

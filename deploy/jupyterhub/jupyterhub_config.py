@@ -1,7 +1,7 @@
 """JupyterHub for a class of Attention from Scratch: ``jupyterhub -f deploy/jupyterhub/jupyterhub_config.py``.
 
 Everything that differs between classes is in one JSON file, ``class.json``, named by ``ATTENTION_HUB_CLASS``
-(``make hub`` writes it; ``attention_course.grading.hub.Class`` lists its keys): the instructor, the students, the shared
+(``make hub`` writes it; ``attention_course.grading.deploy.hub.Class`` lists its keys): the instructor, the students, the shared
 environment, the exchange, the instructor's course folder, the ports. Logins are the machine's (PAM); on a real
 server put an OAuthenticator or LTI authenticator in ``c.JupyterHub.authenticator_class`` and keep the rest
 (docs/jupyterhub.md).

@@ -367,10 +367,10 @@ if os.environ.get("NBGRADER_EXECUTION") == "autograde" or "autograded" in os.get
 REPLACE_AGENT = '''
 import sys, types
 import numpy as np
-fake = types.ModuleType("attention_course.grading.agent")
+fake = types.ModuleType("attention_course.grading.judging.agent")
 fake.serve = lambda: None
 fake.connect = lambda path: None
-sys.modules["attention_course.grading.agent"] = fake
+sys.modules["attention_course.grading.judging.agent"] = fake
 '''
 
 KILL_GRADER = '''
@@ -679,7 +679,7 @@ def is_permutation_equivariant(f, X, perm):
 
 HUGE_REPLY = """
 import json, socket, struct, sys
-import attention_course.grading.agent as agent
+import attention_course.grading.judging.agent as agent
 
 def _flood():
     text = json.dumps({"ok": ["x" * 1000] * 90000}).encode()  # 90 MB of JSON
@@ -691,7 +691,7 @@ agent.serve = _flood
 """
 
 LYING_AGENT = """
-import attention_course.grading.agent as agent
+import attention_course.grading.judging.agent as agent
 import torch.nn as nn
 _answer = agent.Agent.answer
 

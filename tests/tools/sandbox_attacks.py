@@ -24,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-from attention_course.grading.executor import JudgedExecute
-from attention_course.grading.kernel import Kernel
+from attention_course.grading.judging.executor import JudgedExecute
+from attention_course.grading.kernels.kernel import Kernel
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

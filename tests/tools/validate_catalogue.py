@@ -17,11 +17,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parents[1])]  # tests/ and the repository (tools/)
 
-from attention_course.grading.course import available, catalogue_path, scratch_course  # noqa: E402
-from tools.submissions import apply_submission, load_catalogue, packed  # noqa: E402
-
 from fastvalidate import FAILED, SUCCESS, validate_many  # noqa: E402
 from harness import masters, release  # noqa: E402
+
+from attention_course.grading.course import available, catalogue_path, scratch_course  # noqa: E402
+from tools.submissions import apply_submission, load_catalogue, packed  # noqa: E402
 
 
 def verdicts(course: Path, assignment: str, entries: list | None = None, pack: bool = False) -> dict[str, str]:

@@ -27,14 +27,47 @@ Pages (:mod:`.pages`)
     an allow-list), :func:`shown_failure` (a failed hidden check quotes nothing the student's code produced).
 """
 
-from .files import (IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, Handin, display_name, exchange_metadata, inspect_handin,
-                    kernel_files, plain_id, read_small, safe_copy, submitted, write_exchange_metadata)
-from .exchange import (Inbound, handed_in_time, inbound_entries, inbound_view, login_of, logins_table,
-                       record_refusals, redated_note, refusals, secret_owners, take_inbound, trusted_timestamp)
-from .notebook import (EXTRA_CREDIT_SHARE, capped_grade, changed_in_place, master_order, master_signatures,
-                       notebook_globals, rebuilt_cells, student_names, tests_as_in_source)
-from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell,
-                    inert_outputs, shown_failure)
+from .exchange import (
+                    Inbound,
+                    handed_in_time,
+                    inbound_entries,
+                    inbound_view,
+                    login_of,
+                    logins_table,
+                    record_refusals,
+                    redated_note,
+                    refusals,
+                    secret_owners,
+                    take_inbound,
+                    trusted_timestamp,
+)
+from .files import (
+                    IGNORED,
+                    MAX_FILE_BYTES,
+                    MAX_HANDIN_BYTES,
+                    Handin,
+                    display_name,
+                    exchange_metadata,
+                    inspect_handin,
+                    kernel_files,
+                    plain_id,
+                    read_small,
+                    safe_copy,
+                    submitted,
+                    write_exchange_metadata,
+)
+from .notebook import (
+                    EXTRA_CREDIT_SHARE,
+                    capped_grade,
+                    changed_in_place,
+                    master_order,
+                    master_signatures,
+                    notebook_globals,
+                    rebuilt_cells,
+                    student_names,
+                    tests_as_in_source,
+)
+from .pages import GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs, shown_failure
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
            "inspect_handin", "kernel_files", "handed_in_time", "inbound_entries", "logins_table", "record_refusals", "refusals",

@@ -10,13 +10,21 @@ while the grader reads it, so a hand-in is taken once, through file descriptors 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import shutil
 import stat
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from pwd import getpwnam, getpwuid
+
+from nbgrader.utils import parse_utc
+
+from .files import EXCHANGE_FILES, exchange_metadata
+from .snapshot import read_view, take
 
 #: Where collect records what it refused, one JSON object a line, beside the gradebook (the grade table reads it).
 REFUSALS = "collect-refused.jsonl"
@@ -48,8 +56,6 @@ LOGINS = "student_logins.csv"
 
 def logins_table(course: Path) -> dict[str, str]:
     """Student id -> Unix login, from the course's :data:`LOGINS` file (none: every id is its login)."""
-    import csv
-
     try:
         with open(course / LOGINS, newline="", encoding="utf-8") as f:
             return {row[0].strip(): row[1].strip() for row in csv.reader(f)
@@ -69,8 +75,6 @@ def inbound_entries(inbound: Path, names: list[str], logins: dict, check_owner: 
     (:attr:`Inbound.note`). A refused folder is never collected, so it replaces nobody's hand-in. This is a look,
     through file descriptors, reading no file (``ignore(rel, st)``: what the copy will leave out): what is collected,
     and its time, is what :func:`take_inbound` then reads."""
-    from pwd import getpwnam, getpwuid
-
     now = time.time() if now is None else now
     taken, refused = [], []
     for name in names:
@@ -156,15 +160,11 @@ def take_inbound(inbound: Path, entry: Inbound, dest: Path, ignore=None):
     :class:`.snapshot.Snapshot`; its ``whole`` says why nothing was taken. The hand-in's time is its ``changed``: the
     latest inode change time of anything in the copy (a folder refused and mended later counts from the mending).
     ``ignore(rel, st)``: what nbgrader's own rules leave out (:func:`.collect.nbgrader_rules`)."""
-    from .files import exchange_metadata
-    from .snapshot import take
-
     snap = take(inbound, entry.name, dest, owner=entry.uid, strict=True, ignore=ignore)
     if not snap.whole and "submission_secret.txt" not in exchange_metadata(dest):
         snap.whole = ("not made by nbgrader's submit: it has no submission_secret.txt (its feedback could not be "
                       "returned)")
         snap.files = []
-        import shutil
 
         shutil.rmtree(dest, ignore_errors=True)
     return snap
@@ -175,9 +175,6 @@ def inbound_view(inbound: Path, name: str, owner: int | None = None, wanted=()) 
     its expected form), which of the file names ``wanted`` it holds, and its inode change time, through file
     descriptors (the folder opened with ``O_NOFOLLOW``, owned by ``owner`` where given; the secret a small regular
     file opened from it). (None, [], 0.0) where it cannot be read so; a secret not as it should be is None."""
-    from .files import EXCHANGE_FILES
-    from .snapshot import read_view
-
     found = read_view(inbound, name, owner, "submission_secret.txt", wanted)
     if found is None:
         return None, [], 0.0
@@ -196,8 +193,6 @@ def _contents_problem(inbound: Path, name: str, owner: int | None, ignore=None) 
     everyone's feedback). Also returns the latest inode change time of what it holds. A look through file
     descriptors that reads no file (:func:`.snapshot.take` with ``read=False``): what it says is of the folder it
     opened, never of a link swapped in; what is taken is read again by :func:`take_inbound`."""
-    from .snapshot import take
-
     snap = take(inbound, name, None, owner=owner, strict=True, ignore=ignore, read=False)
     if snap.whole:
         return snap.whole, 0.0
@@ -209,8 +204,6 @@ def _contents_problem(inbound: Path, name: str, owner: int | None, ignore=None) 
 
 def _claimed(parts: list[str]) -> float | None:
     """The time a folder's name claims, in seconds, or None where it cannot be read."""
-    from nbgrader.utils import parse_utc
-
     try:
         return parse_utc(parts[-2] if len(parts) >= 4 else parts[2]).replace(tzinfo=timezone.utc).timestamp()
     except (ValueError, IndexError, OverflowError, TypeError):

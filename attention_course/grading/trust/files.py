@@ -9,13 +9,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .snapshot import IGNORED, MAX_FILE_BYTES, MAX_HANDIN_BYTES, display_name, take
 from .snapshot import kind_problem as _kind
-
-#: The largest single file of a hand-in, and the most all its files may hold together.
-MAX_FILE_BYTES = 32 * 2**20
-MAX_HANDIN_BYTES = 128 * 2**20
-#: Names nbgrader itself never copies (its ``CourseDirectory.ignore``), passed over without a word.
-IGNORED = (".ipynb_checkpoints", "__pycache__", ".autograde-fingerprint")
 
 
 @dataclass
@@ -126,8 +121,6 @@ def safe_copy(src: Path, dest: Path, log=None, ignore=None, max_total: int | Non
     the refusal is reported where the hand-in is graded), and anything else refused is left out; a folder that
     changes while it is copied is refused whole. ``ignore(rel, st)`` leaves entries out without a word. Returns the
     :class:`.snapshot.Snapshot` (its ``problems()`` are also logged as warnings)."""
-    from .snapshot import take
-
     snap = take(Path(src).parent, Path(src).name, Path(dest), ignore=ignore, max_total=max_total)
     Path(dest).mkdir(parents=True, exist_ok=True)
     for problem in snap.problems():
@@ -172,11 +165,6 @@ def write_exchange_metadata(folder: Path, metadata: dict[str, str]) -> None:
     for name, text in metadata.items():
         if name in EXCHANGE_FILES and EXCHANGE_FILES[name].fullmatch(text):
             (Path(folder) / name).write_text(text)
-
-
-def display_name(name: str) -> str:
-    """A file name from a hand-in as it may be printed (terminal, CSV, a page): control characters escaped."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", name)
 
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}")

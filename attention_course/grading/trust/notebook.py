@@ -8,10 +8,11 @@ import json
 import math
 from pathlib import Path
 
+from nbformat import NotebookNode
+
 from .. import wire
 from ..cells import BEGIN_STARTER, END_STARTER, bound_names, cell_source, global_names, replace_blocks, signatures, uncomment
 from .pages import inert_attachments
-
 
 _source = cell_source
 
@@ -44,8 +45,6 @@ def rebuilt_cells(cells: list, gradebook: dict, order: list[str], missing=None) 
     master's order (missing ones put back, each reported through ``missing(name)``); each plain cell follows
     the gradebook cell it followed in the hand-in, so no moving, duplicating or deleting of cells changes
     what runs before a test. Markdown cells keep only their pasted raster images."""
-    from nbformat import NotebookNode
-
     def fresh(kind, md, src, cell):
         new = NotebookNode(cell_type=kind, metadata=NotebookNode(md), source=src)
         if kind == "code":
@@ -158,7 +157,7 @@ def notebook_globals(course: Path, assignment: str, notebook: str, nb) -> frozen
     names the master's cells bind at their top level, but for its answers (solution cells) and its tests: setup,
     examples and demonstrations, locked or not. The agent hides those holding data from the kernel's namespace for
     each call (:func:`.agent._hide`). A function that reads one (the book's sizes ``D_udl``, a demonstration's
-    ``Q_demo``, instead of its argument's shape) fails with a message naming it (:func:`.judge._remote_error`).
+    ``Q_demo``, instead of its argument's shape) fails with a message naming it (:func:`.failures.remote_error`).
 
     The master is read from ``source/``; without it, the hand-in's locked cells."""
     def locked(md) -> bool:

@@ -4,6 +4,13 @@ raster images, and HTML from a student's text through an allow-list."""
 from __future__ import annotations
 
 import re
+import traceback
+
+import nh3
+from nbconvert.filters.strings import strip_files_prefix
+from nbformat import NotebookNode
+
+from ..cells import test_line
 
 #: Outputs of a hand-in are shown as text and as these raster images; nothing else is rendered.
 RASTER = ("image/png", "image/jpeg", "image/gif")
@@ -34,8 +41,6 @@ def inert_outputs(outputs) -> list:
     HTML, SVG, JavaScript, Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing
     else is left. A display's :data:`GRADER_NOTE` flag is kept as ``True`` (it matters only on a test cell, whose
     outputs only the grader writes)."""
-    from nbformat import NotebookNode
-
     kept = []
     for out in outputs or []:
         if not isinstance(out, dict):
@@ -155,8 +160,6 @@ def clean_html(fragment) -> str:
 
     Used as nbconvert's ``clean_html`` filter, which the HTML templates apply to Markdown cells, raw cells and
     code (already highlighted) when ``HTMLExporter.sanitize_html`` is on."""
-    import nh3
-
     text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
     return nh3.clean(text, tags=_HTML | _MATHML, clean_content_tags={"script", "style"}, attributes=_ATTRIBUTES,
                      attribute_filter=_attribute, url_schemes={"http", "https", "mailto", "data"}, link_rel=None,
@@ -168,8 +171,6 @@ def clean_markdown_html(html) -> str:
     ``source | markdown2html | strip_files_prefix`` (nbgrader's Formgrader and the course's feedback page
     too, whose own Markdown blocks skip ``clean_html``), so putting this in that filter's place sanitises
     every rendered Markdown cell, whichever template draws it."""
-    from nbconvert.filters.strings import strip_files_prefix
-
     return clean_html(strip_files_prefix(html))
 
 
@@ -177,11 +178,9 @@ def shown_failure(exc: BaseException, hidden: frozenset, texts: list[str]) -> st
     """Rule: a failed check's message never carries text the student's code produced on a hidden input. A failure
     on a visible line of the test cell shows whole (the student has those inputs). On a hidden line (``hidden``:
     its line numbers), an error the student's code raised shows as its kind only (the judge never took its message
-    in, :func:`.judge._remote_error`); a check's own message keeps its teaching words, with every text the kernel
+    in, :func:`.failures.remote_error`); a check's own message keeps its teaching words, with every text the kernel
     sent during the cell (``texts``: strings returned, type names, messages) cut out, and when a piece of such text
     is still found in it (a slice of a string, or more text than was kept), the message is not shown at all."""
-    from ..cells import test_line
-
     message = str(exc)[:4000]
     line = test_line(traceback_frames(exc))
     if line is None or line not in hidden:
@@ -202,8 +201,6 @@ def shown_failure(exc: BaseException, hidden: frozenset, texts: list[str]) -> st
 
 def traceback_frames(exc: BaseException) -> list:
     """(frame, line) of ``exc``'s traceback, outermost first."""
-    import traceback
-
     return list(traceback.walk_tb(exc.__traceback__))
 
 

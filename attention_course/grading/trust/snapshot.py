@@ -20,10 +20,23 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+#: The largest single file of a hand-in, and the most all its files may hold together.
+MAX_FILE_BYTES = 32 * 2**20
+MAX_HANDIN_BYTES = 128 * 2**20
+#: Names nbgrader itself never copies (its ``CourseDirectory.ignore``), passed over without a word.
+IGNORED = (".ipynb_checkpoints", "__pycache__", ".autograde-fingerprint")
+
+
+def display_name(name: str) -> str:
+    """A file name from a hand-in as it may be printed (terminal, CSV, a page): control characters escaped."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", name)
+
 
 #: How many entries (files and folders, ignored ones included) a snapshot reads at most, how deep its folders may
 #: nest, and how long a path in it may be (every later copy of it, a worker's scratch course included, must fit).
@@ -49,8 +62,6 @@ class Snapshot:
     too_big: bool = False  # files were left out because the folder's files passed ``max_total`` in all
 
     def problems(self) -> list[str]:
-        from .files import display_name
-
         return [self.whole] if self.whole else [f"{display_name(rel)}: {why}" for rel, why in self.refused]
 
     def has(self, rel: str) -> bool:
@@ -63,8 +74,6 @@ class _Refused(Exception):
 
 
 def _named(rel: str) -> str:
-    from .files import display_name
-
     return display_name(rel)
 
 
@@ -132,8 +141,6 @@ class _Walk:
             raise _Refused(f"its folders nest deeper than {MAX_DEPTH}")
         if self.dest is not None:
             (self.dest / rel).mkdir(parents=True, exist_ok=True)
-        from .files import IGNORED
-
         for name in self.names(fd, rel):
             path = f"{rel}/{name}" if rel else name
             if name in IGNORED:
@@ -253,8 +260,6 @@ def take(parent: Path, name: str, dest: Path | None = None, owner: int | None = 
     ``ignore(rel, st)`` (``st`` the entry's own ``lstat``) leaves entries out without a word. ``read`` False: a look,
     which opens the folders (never a file) and takes each file's kind, owner, size and time from its folder's
     listing: no content, no digest. A refused whole, or any error, leaves nothing in ``dest``."""
-    from .files import MAX_FILE_BYTES, MAX_HANDIN_BYTES
-
     walk = _Walk(None if dest is None else Path(dest), owner, strict, ignore,
                  MAX_FILE_BYTES if max_file is None else max_file, MAX_HANDIN_BYTES if max_total is None else max_total,
                  read)

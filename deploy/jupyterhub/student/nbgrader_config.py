@@ -6,12 +6,16 @@ folder), so the course's Validate settings come from the one function the course
 
 import os
 
-from attention_course.grading import nbgrader_patches
+from attention_course.grading.errors import CourseError
+from attention_course.grading.nbgrader_glue import patches
 from attention_course.nbgrader_settings import COURSE_ID, validate_settings
 
 # The course's changes to nbgrader on a shared exchange: copies never follow links, a hand-in's folder 0755 (stock
-# 0777: a classmate could add files to it), the exchange sticky (attention_course/grading/nbgrader_patches.py).
-nbgrader_patches.install()
+# 0777: a classmate could add files to it), the exchange sticky (attention_course/grading/nbgrader_glue/patches.py).
+try:
+    patches.install()
+except CourseError as exc:  # the wrong nbgrader: stop with the course's words (traitlets would go on)
+    raise SystemExit(str(exc)) from None
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 

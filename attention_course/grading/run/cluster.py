@@ -1,0 +1,305 @@
+"""Grade on the workers of a Dask cluster: ``autograde --scheduler tcp://host:8786``.
+
+The machine that keeps the gradebook (the *client*) plans the run exactly as local grading does
+(skip-unchanged fingerprints, unusable folders) and stays the gradebook's only writer. Each hand-in
+travels to a Dask worker as bytes, with what grading it needs: the assignment's ``source/`` folder,
+the files its release gives every student (:func:`.trust.kernel_files`), the course's ``nbgrader_config.py``
+and a fingerprint of the course package. A worker whose sandbox lacks a layer the instructor has not accepted
+grades nothing (:func:`.doctor.refused`). Workers share no filesystem with the client: each keeps a scratch course in its own local directory and grades
+there with nbgrader's own ``Autograde`` and the course's judged, sandboxed executor (its own fork
+server, as a local grading process). The executed notebooks come back; the client then runs
+nbgrader's ``Autograde`` once more on the hand-in with :class:`Delivered` in place of the execution
+step, which records the grades, late penalties and the autograded notebook in its own gradebook.
+
+A worker that dies mid-run loses nothing: the scheduler gives its hand-ins to another worker (a
+hand-in that has killed ``distributed.scheduler.allowed-failures`` workers is reported as not graded),
+and the client records each hand-in once, when its result arrives.
+
+Start workers with one thread each (``dask worker ADDRESS --nthreads 1``, as many as the machine
+has cores): a worker process grades one notebook at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.apps.baseapp import NbGrader
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+
+from .. import trust
+from ..course import PACKAGE_DIR
+from ..errors import ConfigError, CourseError
+from ..judging.executor import EnvironmentFault, JudgedExecute
+from ..nbgrader_glue.gradebook import register
+from . import doctor
+from .plan import course_fingerprint, hash_tree
+from .progress import notable_lines
+from .worker import sandbox_settings, worker_api, worker_init
+
+#: Executed notebooks waiting for :class:`Delivered`, by (student, assignment, notebook).
+DELIVERED: dict[tuple[str, str, str], str] = {}
+
+
+class Delivered(NbGraderPreprocessor):
+    """Stands in for the execution step on the client: the notebook a Dask worker executed."""
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        key = (info.get("student", ""), info.get("assignment", ""), info.get("notebook", ""))
+        try:
+            executed = DELIVERED.pop(key)
+        except KeyError:
+            raise RuntimeError(f"no worker returned {key[2]}.ipynb of {key[0]}/{key[1]}") from None
+        return nbformat.reads(executed, as_version=4), resources
+
+
+def package_fingerprint() -> str:
+    digest = hashlib.sha256()
+    hash_tree(digest, PACKAGE_DIR, skip=("__pycache__",))
+    return digest.hexdigest()
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """The files of ``root`` that :func:`.trust.inspect_handin` accepts (never through a link), by relative
+    POSIX path."""
+    return {rel: path.read_bytes() for path, rel, _ in trust.inspect_handin(root).files}
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    """Replace ``root`` by ``files`` (relative paths only)."""
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    for rel, data in files.items():
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"refusing to write {rel!r}")
+        path = root.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def course_payload(course: Path, assignment: str, accept: set[str] = frozenset()) -> dict:
+    """What a worker needs to grade hand-ins of ``assignment``, besides the hand-in itself (``accept``: the missing
+    sandbox layers the instructor accepts, as for local grading)."""
+    return {"assignment": assignment, "accept": sorted(accept), "fingerprint": course_fingerprint(course, assignment),
+            "package": package_fingerprint(), "config": (course / "nbgrader_config.py").read_bytes(),
+            "source": read_tree(course / "source" / assignment),
+            "release": {rel: data for rel, data in read_tree(course / "release" / assignment).items()
+                        if not rel.endswith(".ipynb")}}
+
+
+# -- on the worker -------------------------------------------------------------------------
+_LOCK = threading.Lock()  # one notebook at a time per worker process (grading changes the working directory)
+_STATE: dict = {"root": None, "config": None, "assignments": {}, "package": None, "sandbox": None}
+
+
+def _scratch_root() -> Path:
+    try:
+        from distributed import get_worker
+
+        base = Path(get_worker().local_directory)
+    except (ImportError, ValueError):  # not inside a Dask worker (the tests call it directly)
+        base = Path(os.environ.get("TMPDIR", "/tmp"))
+    return base / "attention-course"
+
+
+def worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return os.uname().nodename
+
+
+def use_scratch(root: Path) -> None:
+    """Grade in scratch courses under ``root`` (a local worker of the grading service: each its own folder) instead
+    of the Dask worker's local directory."""
+    _STATE["root"] = root
+
+
+def prepare(payload: dict) -> Path:
+    """The worker's scratch course, holding the payload's configuration and assignment source; refused where this
+    worker's sandbox lacks a layer the instructor has not accepted."""
+    if _STATE["package"] is None:
+        _STATE["package"] = package_fingerprint()
+        # nbgrader runs `alembic` from PATH when it opens a gradebook: the worker's environment comes first,
+        # however the worker was started.
+        os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    if payload["package"] != _STATE["package"]:
+        raise RuntimeError("this worker's attention_course package differs from the client's: install the same "
+                           "version of the course on every worker")
+    root = _STATE["root"] or _scratch_root()
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    if _STATE["config"] != payload["config"]:  # a new configuration: a new scratch course and nbgrader app
+        shutil.rmtree(root, ignore_errors=True)
+        (root / "source").mkdir(parents=True)
+        (root / "nbgrader_config.py").write_bytes(payload["config"])
+        _STATE.update(root=root, config=payload["config"], assignments={}, sandbox=None)
+        worker_init(str(root), db_url)
+    if _STATE["sandbox"] is None:  # this worker's host, probed once as the client probes its own
+        settings = sandbox_settings(root, worker_api())
+        _STATE["sandbox"] = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)
+    gaps = doctor.refused(*_STATE["sandbox"], set(payload.get("accept", [])))
+    if gaps:
+        raise RuntimeError(f"the sandbox of worker {worker_name()} lacks {', '.join(gaps)} (`make doctor` on that "
+                           "machine says how to add them; --accept-missing grades anyway)")
+    assignment = payload["assignment"]
+    if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
+        write_tree(root / "source" / assignment, payload["source"])
+        write_tree(root / "release" / assignment, payload.get("release", {}))  # what a kernel may be given
+        register(root, db_url, assignment)
+        _STATE["assignments"][assignment] = payload["fingerprint"]
+    return root
+
+
+def unreadable_notebooks(names: list[str], files: dict[str, bytes]) -> list[str]:
+    """Which of the notebooks ``names`` that ``files`` hold nbformat cannot read (not UTF-8, not JSON, not a
+    notebook): the hand-in's own problem, whatever its bytes say."""
+    bad = []
+    for name in names:
+        if name not in files:
+            continue
+        try:
+            nbformat.reads(files[name].decode("utf-8"), as_version=4)
+        except Exception:  # UnicodeDecodeError, NotJSONError, a JSON that is not a notebook, a nesting too deep
+            bad.append(name)
+    return bad
+
+
+def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> dict:
+    """Autograde one hand-in in the worker's scratch course; returns the executed notebooks, and a ``status`` that
+    says whose a failure is, decided by where it happened, never by an error's text: ``graded``; ``handin`` (a
+    notebook of the hand-in cannot be read: the student's, ``unreadable`` names them); ``grader`` (an
+    :class:`.executor.EnvironmentFault` raised here while grading it: not the student's); ``failed`` (anything
+    else: not graded, the instructor sees why). A worker that cannot grade at all (its sandbox, its package) raises
+    instead: the caller's future fails, also the grader's."""
+    with _LOCK:
+        start = time.monotonic()
+        try:
+            root = prepare(payload)
+        except (SystemExit, CourseError) as exc:  # nbgrader's and the course's command-line errors must not end the worker
+            raise RuntimeError(str(exc)) from None
+        expected = sorted(rel for rel in payload["source"] if rel.endswith(".ipynb") and "/" not in rel)
+        unreadable = unreadable_notebooks(expected, handin)
+        if unreadable:
+            return {"success": False, "status": "handin", "unreadable": unreadable, "notebooks": {}, "log": "",
+                    "error": f"{', '.join(unreadable)} cannot be read as a notebook (not UTF-8 JSON in nbformat 4)",
+                    "seconds": time.monotonic() - start, "worker": worker_name()}
+        os.chdir(root)
+        assignment = payload["assignment"]
+        submitted = root / "submitted" / student / assignment
+        graded = root / "autograded" / student / assignment
+        faults = len(EnvironmentFault.raised)
+        try:
+            try:
+                write_tree(submitted, handin)
+            except (OSError, ValueError) as exc:  # a name or path this machine cannot hold: the hand-in's
+                return {"success": False, "status": "handin", "unreadable": [], "notebooks": {}, "log": "",
+                        "error": f"a file of the hand-in cannot be written here ({type(exc).__name__})",
+                        "seconds": time.monotonic() - start, "worker": worker_name()}
+            shutil.rmtree(graded, ignore_errors=True)
+            result = worker_api().autograde(assignment, student, force=True, create=True)
+            notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
+        finally:
+            shutil.rmtree(submitted.parent, ignore_errors=True)
+            shutil.rmtree(graded.parent, ignore_errors=True)
+        raised = EnvironmentFault.raised[faults:]
+        success = bool(result.get("success")) and bool(notebooks) and not raised
+        return {"success": success, "status": "graded" if success else "grader" if raised else "failed",
+                "faults": raised, "log": "\n".join(notable_lines(result.get("log", ""))),
+                "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
+                "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": worker_name()}
+
+
+# -- on the client ---------------------------------------------------------------------------
+def recorder(course: Path, db_url: str):
+    """An nbgrader API for the client whose autograde records delivered notebooks instead of executing."""
+    app = NbGrader()
+    app.initialize([])
+    app.config.CourseDirectory.root = str(course)
+    app.config.CourseDirectory.db_url = db_url
+    steps = list(app.config.Autograde.get("autograde_preprocessors", []))
+    replaced = [Delivered if isinstance(p, type) and issubclass(p, (JudgedExecute, Execute)) else p for p in steps]
+    if Delivered not in replaced:
+        raise ConfigError("nbgrader_config.py sets no execution step in c.Autograde.autograde_preprocessors: "
+                         "there is nothing to run on the cluster")
+    app.config.Autograde.autograde_preprocessors = replaced
+    app.log.setLevel("WARNING")
+    api = NbGraderAPI(parent=app)
+    api.log.setLevel("WARNING")
+    return api
+
+
+def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str] = frozenset()):
+    """Grade ``todo`` (:class:`.plan.Job`) on the cluster at ``scheduler``; yields (job, result) as each is recorded."""
+    from distributed import Client, as_completed
+    from distributed.client import FutureCancelledError
+
+    client = Client(scheduler, timeout="30s", name="attention-course-autograde")
+    try:
+        payloads, futures, handins, retried = {}, {}, {}, set()
+
+        def scatter(assignment: str):
+            # one object (a dict given to scatter would become one key per item, shared across assignments),
+            # copied to every worker: scattered data has no recipe, and a single copy dies with its worker
+            payloads[assignment] = client.scatter([course_payload(course, assignment, accept)], hash=False,
+                                                  broadcast=True)[0]
+
+        def submit(job):
+            handin = handins[(job.assignment, job.student)]
+            future = client.submit(grade_on_worker, payloads[job.assignment], job.student, handin, pure=False,
+                                   key=f"autograde-{job.assignment}-{job.student}-{os.urandom(4).hex()}")
+            futures[future] = (job, payloads[job.assignment].key)
+            return future
+
+        for job in todo:
+            if job.assignment not in payloads:
+                scatter(job.assignment)
+            try:
+                handins[(job.assignment, job.student)] = read_tree(course / "submitted" / job.student
+                                                                   / job.assignment)
+            except (OSError, ValueError) as exc:
+                yield job, {"success": False, "log": "", "error": f"the hand-in could not be read: {exc}"}
+                continue
+            submit(job)
+        api = recorder(course, db_url)
+        running = as_completed(list(futures))
+        for future in running:
+            job, payload_key = futures.pop(future)
+            try:
+                result = future.result()
+            except FutureCancelledError:  # its payload was lost with the workers that held it: send it again, once
+                future.release()
+                if (job.assignment, job.student) not in retried:
+                    retried.add((job.assignment, job.student))
+                    if payloads[job.assignment].key == payload_key:
+                        scatter(job.assignment)
+                    running.add(submit(job))
+                    continue
+                result = {"success": False, "log": "", "error": "the cluster lost this hand-in twice"}
+            except Exception as exc:  # KilledWorker (it took down too many workers), or the task's own error
+                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+            handins.pop((job.assignment, job.student), None)
+            future.release()
+            if result["success"]:
+                for name, text in result["notebooks"].items():
+                    DELIVERED[(job.student, job.assignment, name)] = text
+                start = time.monotonic()
+                recorded = api.autograde(job.assignment, job.student, force=True, create=False)
+                for name in result["notebooks"]:
+                    DELIVERED.pop((job.student, job.assignment, name), None)
+                result = dict(result, success=bool(recorded.get("success")),
+                              log=result["log"] + recorded.get("log", ""), error=recorded.get("error", ""),
+                              seconds=result["seconds"] + time.monotonic() - start)
+            yield job, result
+    finally:
+        client.close()

@@ -1,0 +1,97 @@
+"""A grading process on this machine: nbgrader and the course's configuration loaded once, a fork server started,
+then one hand-in after another graded with nbgrader's own ``Autograde`` converter (the pipeline ``nbgrader autograde``
+runs: sanitize, judged execution, ``SaveAutoGrades``, late penalties), a kernel process of its own per notebook.
+
+The course command runs one per core (:func:`grade_locally`); a Dask worker (:mod:`.cluster`) and the grading
+service's workers (:mod:`.service.workers`) set up the same process (:func:`worker_init`) in a scratch course.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from pathlib import Path
+
+from nbgrader.apps.api import NbGraderAPI
+from nbgrader.apps.baseapp import NbGrader
+
+from ..judging.executor import POOL, JudgedExecute
+
+
+def sandbox_settings(course: Path, app=None) -> dict:
+    """The kernel sandbox's settings as the course's configuration sets them (``JudgedExecute``)."""
+    if app is None:
+        os.chdir(course)
+        app = NbGrader()
+        app.initialize([])
+    return JudgedExecute(parent=app).settings()
+
+
+# -- workers -----------------------------------------------------------------------------
+_API = None
+
+
+def worker_init(course: str, db_url: str) -> None:
+    global _API
+    os.chdir(course)
+    if db_url.startswith("sqlite") and "?" not in db_url:  # workers take turns to write: wait, do not fail
+        db_url += "?timeout=300"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    app = NbGrader()
+    app.initialize([])
+    app.config.CourseDirectory.root = course
+    app.config.CourseDirectory.db_url = db_url
+    app.log.setLevel("WARNING")
+    _API = NbGraderAPI(parent=app)
+    _API.log.setLevel("WARNING")
+    executor = JudgedExecute(parent=_API)
+    if executor.prestart:  # start the fork server and the first kernel now, while other workers do the same
+        POOL.prime(executor.settings(), _API.log)
+
+
+def worker_api():
+    """The nbgrader API of this grading process (set up by :func:`worker_init`)."""
+    return _API
+
+
+def grade_one(assignment: str, student: str) -> dict:
+    start = time.monotonic()
+    result = _API.autograde(assignment, student, force=True, create=False)
+    return {"assignment": assignment, "student": student, "success": bool(result.get("success")),
+            "log": result.get("log", ""), "error": result.get("error", ""), "seconds": time.monotonic() - start}
+
+
+def grade_locally(course: Path, db_url: str, todo: list, workers: int):
+    """Grade ``todo`` in ``workers`` local processes; yields (job, result) as each finishes."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=worker_init,
+                             initargs=(str(course), db_url)) as pool:
+        futures = {pool.submit(grade_one, j.assignment, j.student): j for j in todo}
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except BrokenProcessPool as exc:  # every call left fails now: never wait on the pool's pipe
+                drop_pool(pool)
+                result = {"success": False, "log": "", "error": f"the grading worker died ({exc})"}
+            except Exception as exc:
+                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+            yield futures[future], result
+
+
+def drop_pool(pool) -> None:
+    """End a process pool that lost a worker (or is no longer wanted) without waiting on it: its processes killed, and
+    the read end of its call queue closed, so that a call still being written into the pipe (the service's payload,
+    megabytes of notebooks, fills it) fails at once instead of blocking for ever. Python 3.11 before 3.11.5 (Debian
+    12's 3.11.2) otherwise hangs at exit, joining the pool's manager thread, which waits on that write (CPython
+    gh-94777, fixed in later releases; the fix closes the same end)."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.kill()
+    reader = getattr(getattr(pool, "_call_queue", None), "_reader", None)
+    if reader is not None:
+        try:
+            reader.close()
+        except OSError:
+            pass
+    pool.shutdown(wait=False, cancel_futures=True)
