@@ -357,3 +357,32 @@ def test_the_trust_ledger_is_true():
             assert f"def {test}(" in source, f"the ledger names {test_file}::{test}, which does not exist"
         for test_file in re.findall(r"`?(test_\w+\.py)", attacked):
             assert (ROOT / "tests" / test_file).exists(), f"the ledger names {test_file}, which does not exist"
+
+
+def test_the_maintainers_map_names_what_exists():
+    """docs/maintaining.md's walk names modules (`folder/module.py`) and what they define (`function`,
+    `Class.method`): each exists, so the map stays true as the code moves."""
+    import importlib
+    import re
+
+    text = (ROOT / "docs" / "maintaining.md").read_text(encoding="utf-8")
+    grading = PACKAGE / "grading"
+    missing, named = [], 0
+    for line in text.splitlines():
+        # each `path.py`: `name`, `name` ... up to the next path or the end of the cell
+        for path, names in re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`: ((?:`[\w.]+`(?:, | → )?)+)", line):
+            module_file = grading / path
+            if not module_file.is_file():
+                if not (ROOT / path).is_file():
+                    missing.append(path)
+                continue
+            module = importlib.import_module(name_of(module_file))
+            for dotted in re.findall(r"`([\w.]+)`", names):
+                obj = module
+                for part in dotted.split("."):
+                    obj = getattr(obj, part, None)
+                named += 1
+                if obj is None:
+                    missing.append(f"{path}: {dotted}")
+    assert named > 40, "the map lost its names"
+    assert not missing, f"docs/maintaining.md names what does not exist: {missing}"

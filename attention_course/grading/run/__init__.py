@@ -3,9 +3,10 @@
 :mod:`.autograde` is ``python -m attention_course.grading autograde``: the gradebook prepared
 (:mod:`..nbgrader_glue.gradebook`), the hand-ins that need grading planned from their fingerprints (:mod:`.plan`),
 the sandbox checked on this host (:mod:`.doctor`), the hand-ins graded by local grading processes (:mod:`.worker`)
-or on a Dask cluster (:mod:`.cluster`), with progress and each failure's cause shown (:mod:`.progress`), and each
-changed page sent again (:mod:`..nbgrader_glue.regrade`). :mod:`.tables` is the grade table and its exports
-(``grades.csv``, Canvas), :mod:`.report` draws where the class struggled.
+or on a Dask cluster (:mod:`.cluster`), each hand-in's :class:`.outcome.Outcome` (:mod:`.outcome`: what it came to,
+and whose a failure is), with progress and each failure's cause shown (:mod:`.progress`), and each changed page
+sent again (:mod:`..nbgrader_glue.regrade`). :mod:`.tables` is the grade table and its exports (``grades.csv``,
+Canvas), :mod:`.report` draws where the class struggled.
 """
 
 from ..exports import lazy

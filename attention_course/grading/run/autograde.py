@@ -29,7 +29,7 @@ from ..nbgrader_glue.gradebook import Writer, changed_scores, prepare_gradebook,
 from . import doctor
 from .cluster import grade
 from .plan import plan
-from .progress import Progress, failure_cause, notable_lines
+from .progress import Progress, notable_lines
 from .worker import grade_locally, sandbox_settings
 
 
@@ -113,11 +113,11 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
     start = time.monotonic()
     for job, result in results:
         label = f"{job.assignment}/{job.student}"
-        cause = None if result["success"] else failure_cause(result)
-        for line in notable_lines(result["log"]):
+        cause = None if result.success else result.cause()
+        for line in notable_lines(result.log):
             if cause is None or cause not in line:  # a failure's own traceback is its NOT GRADED line
                 progress.note(f"{label}: {line}")
-        if result["success"]:
+        if result.success:
             summary["graded"] += 1
             mark = course / "autograded" / job.student / job.assignment / FINGERPRINT
             if mark.parent.is_dir():
@@ -125,8 +125,8 @@ def _run(course: Path, assignments, workers, force, db_url, stream, scheduler, a
         else:
             progress.note(f"{label}: NOT GRADED: {cause}")
             summary["failed"].append(label)
-        where = f", {result['worker']}" if result.get("worker") else ""
-        progress.advance(f"{label} ({result.get('seconds', 0.0):.1f} s{where})")
+        where = f", {result.worker}" if result.worker else ""
+        progress.advance(f"{label} ({result.seconds:.1f} s{where})")
     progress.finish()
     summary["seconds"] = time.monotonic() - start
     stream.write(f"Graded {summary['graded']}, skipped {summary['skipped']} unchanged, "

@@ -40,6 +40,7 @@ from ..errors import ConfigError, CourseError
 from ..judging.executor import EnvironmentFault, JudgedExecute
 from ..nbgrader_glue.gradebook import register
 from . import doctor
+from .outcome import FAILED, GRADED, GRADER, HANDIN, Outcome, not_graded
 from .plan import course_fingerprint, hash_tree
 from .progress import notable_lines
 from .worker import sandbox_settings, worker_api, worker_init
@@ -175,13 +176,13 @@ def unreadable_notebooks(names: list[str], files: dict[str, bytes]) -> list[str]
     return bad
 
 
-def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> dict:
-    """Autograde one hand-in in the worker's scratch course; returns the executed notebooks, and a ``status`` that
-    says whose a failure is, decided by where it happened, never by an error's text: ``graded``; ``handin`` (a
-    notebook of the hand-in cannot be read: the student's, ``unreadable`` names them); ``grader`` (an
-    :class:`.executor.EnvironmentFault` raised here while grading it: not the student's); ``failed`` (anything
-    else: not graded, the instructor sees why). A worker that cannot grade at all (its sandbox, its package) raises
-    instead: the caller's future fails, also the grader's."""
+def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> Outcome:
+    """Autograde one hand-in in the worker's scratch course; returns its :class:`.outcome.Outcome` with the executed
+    notebooks, whose ``status`` says whose a failure is, decided by where it happened, never by an error's text:
+    graded; the hand-in's (a notebook of it cannot be read, ``unreadable`` names them); the grader's (an
+    :class:`.executor.EnvironmentFault` raised here while grading it: not the student's); failed (anything else: not
+    graded, the instructor sees why). A worker that cannot grade at all (its sandbox, its package) raises instead:
+    the caller's future fails, also the grader's."""
     with _LOCK:
         start = time.monotonic()
         try:
@@ -190,12 +191,12 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
             raise RuntimeError(str(exc)) from None
         expected = sorted(rel for rel in payload["source"] if rel.endswith(".ipynb") and "/" not in rel)
         unreadable = unreadable_notebooks(expected, handin)
-        if unreadable:
-            return {"success": False, "status": "handin", "unreadable": unreadable, "notebooks": {}, "log": "",
-                    "error": f"{', '.join(unreadable)} cannot be read as a notebook (not UTF-8 JSON in nbformat 4)",
-                    "seconds": time.monotonic() - start, "worker": worker_name()}
-        os.chdir(root)
         assignment = payload["assignment"]
+        if unreadable:
+            return not_graded(assignment, student, HANDIN, f"{', '.join(unreadable)} cannot be read as a notebook (not "
+                              "UTF-8 JSON in nbformat 4)", unreadable=unreadable, seconds=time.monotonic() - start,
+                              worker=worker_name())
+        os.chdir(root)
         submitted = root / "submitted" / student / assignment
         graded = root / "autograded" / student / assignment
         faults = len(EnvironmentFault.raised)
@@ -203,9 +204,8 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
             try:
                 write_tree(submitted, handin)
             except (OSError, ValueError) as exc:  # a name or path this machine cannot hold: the hand-in's
-                return {"success": False, "status": "handin", "unreadable": [], "notebooks": {}, "log": "",
-                        "error": f"a file of the hand-in cannot be written here ({type(exc).__name__})",
-                        "seconds": time.monotonic() - start, "worker": worker_name()}
+                return not_graded(assignment, student, HANDIN, "a file of the hand-in cannot be written here "
+                                  f"({type(exc).__name__})", seconds=time.monotonic() - start, worker=worker_name())
             shutil.rmtree(graded, ignore_errors=True)
             result = worker_api().autograde(assignment, student, force=True, create=True)
             notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
@@ -214,10 +214,10 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> di
             shutil.rmtree(graded.parent, ignore_errors=True)
         raised = EnvironmentFault.raised[faults:]
         success = bool(result.get("success")) and bool(notebooks) and not raised
-        return {"success": success, "status": "graded" if success else "grader" if raised else "failed",
-                "faults": raised, "log": "\n".join(notable_lines(result.get("log", ""))),
-                "error": result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
-                "notebooks": notebooks, "seconds": time.monotonic() - start, "worker": worker_name()}
+        return Outcome(assignment, student, GRADED if success else GRADER if raised else FAILED,
+                       log="\n".join(notable_lines(result.get("log", ""))),
+                       error=result.get("error", "") or ("" if notebooks else "the worker produced no notebook"),
+                       seconds=time.monotonic() - start, worker=worker_name(), notebooks=notebooks, faults=raised)
 
 
 # -- on the client ---------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str
                 handins[(job.assignment, job.student)] = read_tree(course / "submitted" / job.student
                                                                    / job.assignment)
             except (OSError, ValueError) as exc:
-                yield job, {"success": False, "log": "", "error": f"the hand-in could not be read: {exc}"}
+                yield job, not_graded(job.assignment, job.student, HANDIN, f"the hand-in could not be read: {exc}")
                 continue
             submit(job)
         api = recorder(course, db_url)
@@ -285,21 +285,19 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str
                         scatter(job.assignment)
                     running.add(submit(job))
                     continue
-                result = {"success": False, "log": "", "error": "the cluster lost this hand-in twice"}
+                result = not_graded(job.assignment, job.student, GRADER, "the cluster lost this hand-in twice")
             except Exception as exc:  # KilledWorker (it took down too many workers), or the task's own error
-                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+                result = not_graded(job.assignment, job.student, GRADER, f"{type(exc).__name__}: {exc}")
             handins.pop((job.assignment, job.student), None)
             future.release()
-            if result["success"]:
-                for name, text in result["notebooks"].items():
+            if result.success:
+                for name, text in result.notebooks.items():
                     DELIVERED[(job.student, job.assignment, name)] = text
                 start = time.monotonic()
                 recorded = api.autograde(job.assignment, job.student, force=True, create=False)
-                for name in result["notebooks"]:
+                for name in result.notebooks:
                     DELIVERED.pop((job.student, job.assignment, name), None)
-                result = dict(result, success=bool(recorded.get("success")),
-                              log=result["log"] + recorded.get("log", ""), error=recorded.get("error", ""),
-                              seconds=result["seconds"] + time.monotonic() - start)
+                result = result.recorded(recorded, time.monotonic() - start)
             yield job, result
     finally:
         client.close()

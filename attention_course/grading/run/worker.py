@@ -18,7 +18,8 @@ from pathlib import Path
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.apps.baseapp import NbGrader
 
-from ..judging.executor import POOL, JudgedExecute
+from ..judging.executor import POOL, EnvironmentFault, JudgedExecute
+from .outcome import FAILED, GRADED, GRADER, Outcome, not_graded
 
 
 def sandbox_settings(course: Path, app=None) -> dict:
@@ -57,11 +58,15 @@ def worker_api():
     return _API
 
 
-def grade_one(assignment: str, student: str) -> dict:
+def grade_one(assignment: str, student: str) -> Outcome:
+    """Autograde one hand-in of the course in this process, writing its grades into the gradebook."""
     start = time.monotonic()
+    faults = len(EnvironmentFault.raised)
     result = _API.autograde(assignment, student, force=True, create=False)
-    return {"assignment": assignment, "student": student, "success": bool(result.get("success")),
-            "log": result.get("log", ""), "error": result.get("error", ""), "seconds": time.monotonic() - start}
+    raised = EnvironmentFault.raised[faults:]
+    status = GRADED if result.get("success") and not raised else GRADER if raised else FAILED
+    return Outcome(assignment, student, status, log=result.get("log", ""), error=result.get("error", ""),
+                   seconds=time.monotonic() - start, faults=raised)
 
 
 def grade_locally(course: Path, db_url: str, todo: list, workers: int):
@@ -74,9 +79,11 @@ def grade_locally(course: Path, db_url: str, todo: list, workers: int):
                 result = future.result()
             except BrokenProcessPool as exc:  # every call left fails now: never wait on the pool's pipe
                 drop_pool(pool)
-                result = {"success": False, "log": "", "error": f"the grading worker died ({exc})"}
+                job = futures[future]
+                result = not_graded(job.assignment, job.student, GRADER, f"the grading worker died ({exc})")
             except Exception as exc:
-                result = {"success": False, "log": "", "error": f"{type(exc).__name__}: {exc}"}
+                job = futures[future]
+                result = not_graded(job.assignment, job.student, GRADER, f"{type(exc).__name__}: {exc}")
             yield futures[future], result
 
 

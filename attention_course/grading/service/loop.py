@@ -31,6 +31,7 @@ from ..nbgrader_glue.collect import collect_one, handed_in, nbgrader_rules
 from ..nbgrader_glue.gradebook import Writer, prepare_gradebook, refresh_tests, register, submission_score
 from ..run.autograde import check_sandbox
 from ..run.cluster import DELIVERED, course_payload, read_tree, recorder
+from ..run.outcome import GRADER, Outcome
 from ..run.plan import course_fingerprint, grading_base, handin_fingerprint
 from ..run.progress import failure_cause
 from . import pages as pages
@@ -281,15 +282,15 @@ class Service(Scan, Reloads):
                     self.backend.broken()
                 self._again(row, f"{type(exc).__name__}: {exc}")
                 continue
-            if not result.get("success"):  # whose failure: the worker's status, never the error's text
-                if result.get("status") == "grader":
-                    self._again(row, "; ".join(result.get("faults") or ["the grader's environment"])[-500:])
+            if not result.success:  # whose failure: the worker's status, never the error's text
+                if result.status == GRADER:
+                    self._again(row, "; ".join(result.faults or ["the grader's environment"])[-500:])
                     continue
 
-                cause = failure_cause(result)
+                cause = result.cause()
                 self.queue.finish(entry, "failed", self.clock(), note=cause)
                 self._outcome(row, f"NOT GRADED: {cause}")
-                self._notice(row, *pages.not_graded(row.seen, result.get("unreadable", [])))
+                self._notice(row, *pages.not_graded(row.seen, result.unreadable))
                 continue
             self._record(row, result, mark)
         return bool(done)
@@ -303,15 +304,15 @@ class Service(Scan, Reloads):
             self.queue.retry(row.entry, f"tried again: {why}", behind=self.clock())
             self.log(f"{row.entry}: the grader failed ({why}); trying again")
 
-    def _record(self, row: Row, result: dict, mark: str) -> None:
+    def _record(self, row: Row, result: Outcome, mark: str) -> None:
         self.queue.recording(row.entry)
         started = time.monotonic()
-        for name, text in result["notebooks"].items():
+        for name, text in result.notebooks.items():
             DELIVERED[(row.student, row.assignment, name)] = text
         try:
             recorded = self._api().autograde(row.assignment, row.student, force=True, create=False)
         finally:
-            for name in result["notebooks"]:
+            for name in result.notebooks:
                 DELIVERED.pop((row.student, row.assignment, name), None)
         if not recorded.get("success"):
             cause = failure_cause(recorded)
@@ -321,7 +322,7 @@ class Service(Scan, Reloads):
         folder = self.course / "autograded" / row.student / row.assignment
         if folder.is_dir():
             (folder / FINGERPRINT).write_text(mark + "\n")
-        self._feedback(self.queue.row(row.entry), f"worker {result.get('seconds', 0):.1f} s, recorded in "
+        self._feedback(self.queue.row(row.entry), f"worker {result.seconds:.1f} s, recorded in "
                                                   f"{time.monotonic() - started:.1f} s")
 
     def _recorded(self, row: Row) -> bool:
