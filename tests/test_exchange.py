@@ -332,7 +332,7 @@ def test_a_hand_in_collected_again_for_a_retry_is_the_same_hand_in(tmp_path, mon
     as_student(home, "ann", course / "exchange", "submit", A)
     entry = next((course / "exchange" / COURSE_ID / "inbound").iterdir()).name
     monkeypatch.chdir(course)
-    api = recorder(course, gradebook_url(course))
+    api = recorder(course, gradebook_url(course), tmp_path / "delivered")
     assert collect_one(api, A, "ann", entry, shared=False) == ""
     first = (course / "submitted" / "ann" / A / "timestamp.txt").read_text()
     assert collect_one(api, A, "ann", entry, shared=False) == "", "a retry found its own hand-in 'newer'"

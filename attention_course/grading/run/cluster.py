@@ -25,14 +25,17 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.apps.baseapp import NbGrader
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Unicode
 
 from .. import trust
 from ..course import PACKAGE_DIR
@@ -45,20 +48,20 @@ from .plan import course_fingerprint, hash_tree
 from .progress import notable_lines
 from .worker import sandbox_settings, worker_api, worker_init
 
-#: Executed notebooks waiting for :class:`Delivered`, by (student, assignment, notebook).
-DELIVERED: dict[tuple[str, str, str], str] = {}
-
 
 class Delivered(NbGraderPreprocessor):
-    """Stands in for the execution step on the client: the notebook a Dask worker executed."""
+    """Stands in for the execution step where a hand-in graded elsewhere is recorded: the notebook its worker
+    executed, from the recorder's folder (``folder/<student>/<assignment>/<notebook>.ipynb``, :func:`record`)."""
+
+    folder = Unicode("", help="where the recorder puts the executed notebooks it is given").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
-        key = (info.get("student", ""), info.get("assignment", ""), info.get("notebook", ""))
+        student, assignment, name = (info.get("student", ""), info.get("assignment", ""), info.get("notebook", ""))
         try:
-            executed = DELIVERED.pop(key)
-        except KeyError:
-            raise RuntimeError(f"no worker returned {key[2]}.ipynb of {key[0]}/{key[1]}") from None
+            executed = (Path(self.folder) / student / assignment / f"{name}.ipynb").read_text(encoding="utf-8")
+        except (OSError, ValueError):
+            raise RuntimeError(f"no worker returned {name}.ipynb of {student}/{assignment}") from None
         return nbformat.reads(executed, as_version=4), resources
 
 
@@ -99,7 +102,23 @@ def course_payload(course: Path, assignment: str, accept: set[str] = frozenset()
 
 # -- on the worker -------------------------------------------------------------------------
 _LOCK = threading.Lock()  # one notebook at a time per worker process (grading changes the working directory)
-_STATE: dict = {"root": None, "config": None, "assignments": {}, "package": None, "sandbox": None}
+
+
+@dataclass
+class WorkerCourse:
+    """What a worker process keeps between hand-ins: its scratch course (``root``, made for ``config``), the
+    assignments put into its gradebook (by their fingerprint), the course package's fingerprint, and its sandbox
+    as probed once."""
+
+    root: Path | None = None
+    config: bytes | None = None
+    assignments: dict = field(default_factory=dict)
+    package: str | None = None
+    sandbox: tuple | None = None
+
+
+#: This worker process's scratch course (one per process: the lock above lets one hand-in at a time use it).
+_HERE = WorkerCourse()
 
 
 def _scratch_root() -> Path:
@@ -124,41 +143,41 @@ def worker_name() -> str:
 def use_scratch(root: Path) -> None:
     """Grade in scratch courses under ``root`` (a local worker of the grading service: each its own folder) instead
     of the Dask worker's local directory."""
-    _STATE["root"] = root
+    _HERE.root = root
 
 
 def prepare(payload: dict) -> Path:
     """The worker's scratch course, holding the payload's configuration and assignment source; refused where this
     worker's sandbox lacks a layer the instructor has not accepted."""
-    if _STATE["package"] is None:
-        _STATE["package"] = package_fingerprint()
+    if _HERE.package is None:
+        _HERE.package = package_fingerprint()
         # nbgrader runs `alembic` from PATH when it opens a gradebook: the worker's environment comes first,
         # however the worker was started.
         os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    if payload["package"] != _STATE["package"]:
+    if payload["package"] != _HERE.package:
         raise RuntimeError("this worker's attention_course package differs from the client's: install the same "
                            "version of the course on every worker")
-    root = _STATE["root"] or _scratch_root()
+    root = _HERE.root or _scratch_root()
     db_url = f"sqlite:///{root / 'gradebook.db'}"
-    if _STATE["config"] != payload["config"]:  # a new configuration: a new scratch course and nbgrader app
+    if _HERE.config != payload["config"]:  # a new configuration: a new scratch course and nbgrader app
         shutil.rmtree(root, ignore_errors=True)
         (root / "source").mkdir(parents=True)
         (root / "nbgrader_config.py").write_bytes(payload["config"])
-        _STATE.update(root=root, config=payload["config"], assignments={}, sandbox=None)
+        _HERE.root, _HERE.config, _HERE.assignments, _HERE.sandbox = root, payload["config"], {}, None
         worker_init(str(root), db_url)
-    if _STATE["sandbox"] is None:  # this worker's host, probed once as the client probes its own
+    if _HERE.sandbox is None:  # this worker's host, probed once as the client probes its own
         settings = sandbox_settings(root, worker_api())
-        _STATE["sandbox"] = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)
-    gaps = doctor.refused(*_STATE["sandbox"], set(payload.get("accept", [])))
+        _HERE.sandbox = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)
+    gaps = doctor.refused(*_HERE.sandbox, set(payload.get("accept", [])))
     if gaps:
         raise RuntimeError(f"the sandbox of worker {worker_name()} lacks {', '.join(gaps)} (`make doctor` on that "
                            "machine says how to add them; --accept-missing grades anyway)")
     assignment = payload["assignment"]
-    if _STATE["assignments"].get(assignment) != payload["fingerprint"]:
+    if _HERE.assignments.get(assignment) != payload["fingerprint"]:
         write_tree(root / "source" / assignment, payload["source"])
         write_tree(root / "release" / assignment, payload.get("release", {}))  # what a kernel may be given
         register(root, db_url, assignment)
-        _STATE["assignments"][assignment] = payload["fingerprint"]
+        _HERE.assignments[assignment] = payload["fingerprint"]
     return root
 
 
@@ -221,12 +240,14 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> Ou
 
 
 # -- on the client ---------------------------------------------------------------------------
-def recorder(course: Path, db_url: str):
-    """An nbgrader API for the client whose autograde records delivered notebooks instead of executing."""
+def recorder(course: Path, db_url: str, folder: Path):
+    """An nbgrader API whose autograde records the notebooks :func:`record` puts in ``folder`` (a folder of the
+    grader's own) instead of executing: the gradebook's one writer for hand-ins graded elsewhere."""
     app = NbGrader()
     app.initialize([])
     app.config.CourseDirectory.root = str(course)
     app.config.CourseDirectory.db_url = db_url
+    app.config.Delivered.folder = str(folder)
     steps = list(app.config.Autograde.get("autograde_preprocessors", []))
     replaced = [Delivered if isinstance(p, type) and issubclass(p, (JudgedExecute, Execute)) else p for p in steps]
     if Delivered not in replaced:
@@ -239,12 +260,29 @@ def recorder(course: Path, db_url: str):
     return api
 
 
+def record(api, folder: Path, outcome: Outcome) -> Outcome:
+    """Record a hand-in graded elsewhere (``outcome``, with its executed notebooks) in the gradebook through the
+    :func:`recorder` ``api`` whose folder is ``folder``: the one place such results are written."""
+    start = time.monotonic()
+    delivered = Path(folder) / outcome.student / outcome.assignment
+    shutil.rmtree(delivered, ignore_errors=True)
+    delivered.mkdir(parents=True)
+    try:
+        for name, text in outcome.notebooks.items():
+            (delivered / f"{name}.ipynb").write_text(text, encoding="utf-8")
+        result = api.autograde(outcome.assignment, outcome.student, force=True, create=False)
+    finally:
+        shutil.rmtree(delivered, ignore_errors=True)
+    return outcome.recorded(result, time.monotonic() - start)
+
+
 def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str] = frozenset()):
     """Grade ``todo`` (:class:`.plan.Job`) on the cluster at ``scheduler``; yields (job, result) as each is recorded."""
     from distributed import Client, as_completed
     from distributed.client import FutureCancelledError
 
     client = Client(scheduler, timeout="30s", name="attention-course-autograde")
+    delivery = None
     try:
         payloads, futures, handins, retried = {}, {}, {}, set()
 
@@ -271,7 +309,8 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str
                 yield job, not_graded(job.assignment, job.student, HANDIN, f"the hand-in could not be read: {exc}")
                 continue
             submit(job)
-        api = recorder(course, db_url)
+        delivery = Path(tempfile.mkdtemp(prefix="attention-delivered-"))
+        api = recorder(course, db_url, delivery)
         running = as_completed(list(futures))
         for future in running:
             job, payload_key = futures.pop(future)
@@ -291,13 +330,9 @@ def grade(course: Path, db_url: str, todo: list, scheduler: str, accept: set[str
             handins.pop((job.assignment, job.student), None)
             future.release()
             if result.success:
-                for name, text in result.notebooks.items():
-                    DELIVERED[(job.student, job.assignment, name)] = text
-                start = time.monotonic()
-                recorded = api.autograde(job.assignment, job.student, force=True, create=False)
-                for name in result.notebooks:
-                    DELIVERED.pop((job.student, job.assignment, name), None)
-                result = result.recorded(recorded, time.monotonic() - start)
+                result = record(api, delivery, result)
             yield job, result
     finally:
         client.close()
+        if delivery is not None:
+            shutil.rmtree(delivery, ignore_errors=True)

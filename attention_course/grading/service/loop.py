@@ -30,10 +30,9 @@ from ..errors import ConfigError, CourseError
 from ..nbgrader_glue.collect import collect_one, handed_in, nbgrader_rules
 from ..nbgrader_glue.gradebook import Writer, prepare_gradebook, refresh_tests, register, submission_score
 from ..run.autograde import check_sandbox
-from ..run.cluster import DELIVERED, course_payload, read_tree, recorder
+from ..run.cluster import course_payload, read_tree, record, recorder
 from ..run.outcome import GRADER, Outcome
 from ..run.plan import course_fingerprint, grading_base, handin_fingerprint
-from ..run.progress import failure_cause
 from . import pages as pages
 from .log import NAME as LOG_NAME
 from .log import moment, outcome
@@ -267,7 +266,7 @@ class Service(Scan, Reloads):
         return self.api
 
     def _recorder(self):
-        return recorder(self.course, self.db_url)
+        return recorder(self.course, self.db_url, self.folder / "delivered")
 
     def _harvest(self) -> bool:
         """Record every hand-in whose worker has finished."""
@@ -307,15 +306,9 @@ class Service(Scan, Reloads):
     def _record(self, row: Row, result: Outcome, mark: str) -> None:
         self.queue.recording(row.entry)
         started = time.monotonic()
-        for name, text in result.notebooks.items():
-            DELIVERED[(row.student, row.assignment, name)] = text
-        try:
-            recorded = self._api().autograde(row.assignment, row.student, force=True, create=False)
-        finally:
-            for name in result.notebooks:
-                DELIVERED.pop((row.student, row.assignment, name), None)
-        if not recorded.get("success"):
-            cause = failure_cause(recorded)
+        recorded = record(self._api(), self.folder / "delivered", result)
+        if not recorded.success:
+            cause = recorded.cause()
             self.queue.finish(row.entry, "failed", self.clock(), note=f"recording failed: {cause}")
             self._outcome(row, f"NOT GRADED: its grade could not be recorded: {cause}")
             return
