@@ -204,13 +204,13 @@ class Kernel:
                 raise RuntimeError(f"the kernel exited while starting: {self.stderr_line()}")
             msg_id = self.kc.kernel_info()
             try:
-                self.kc.get_shell_msg(timeout=0.5)
+                self.kc.shell_channel.get_msg(timeout=0.5)
             except queue.Empty:
                 continue
             until = time.monotonic() + 0.05
             while time.monotonic() < until:
                 try:
-                    msg = self.kc.get_iopub_msg(timeout=0.01)
+                    msg = self.kc.iopub_channel.get_msg(timeout=0.01)
                 except queue.Empty:
                     continue
                 if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "status" \
@@ -253,7 +253,7 @@ class Kernel:
             if self.conn.broken:
                 return False
             try:
-                msg = self.kc.get_iopub_msg(timeout=0.05)
+                msg = self.kc.iopub_channel.get_msg(timeout=0.05)
             except Exception:
                 continue
             if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \

@@ -335,8 +335,8 @@ class Channels:
 
     def message(self) -> dict | None:
         """The next IOPub message if one has come (an empty dict for one that cannot be read), else None."""
-        try:
-            msg = self.kc.get_iopub_msg(timeout=0)
+        try:  # the channel's own read: the blocking client's wrapper runs an event loop for each message (0.5 ms)
+            msg = self.kc.iopub_channel.get_msg(timeout=0)
         except queue.Empty:
             return None
         except Exception:  # an unreadable message (forked children write to the same socket): skipped
@@ -348,7 +348,7 @@ class Channels:
         memory."""
         for _ in range(most):
             try:
-                yield self.kc.get_shell_msg(timeout=0)
+                yield self.kc.shell_channel.get_msg(timeout=0)
             except Exception:  # nothing more (queue.Empty), or a message that is not a message
                 return
 
