@@ -386,3 +386,25 @@ def test_the_maintainers_map_names_what_exists():
                     missing.append(f"{path}: {dotted}")
     assert named > 40, "the map lost its names"
     assert not missing, f"docs/maintaining.md names what does not exist: {missing}"
+
+
+def test_library_code_raises_the_courses_errors_not_system_exit():
+    """Only a command line turns a problem into an exit code (``__main__`` blocks, and the sandbox's launcher, a
+    command of its own): library code raises :mod:`attention_course.grading.errors`' classes, which a service or a
+    worker can catch without catching an exit."""
+    found = []
+    for path, tree in MODULES.items():
+        entry = set()
+        for node in tree.body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                entry.update(map(id, ast.walk(node)))
+            if isinstance(node, ast.FunctionDef) and node.name == "main" and name_of(path).endswith("kernels.sandbox"):
+                entry.update(map(id, ast.walk(node)))
+        for node in ast.walk(tree):
+            if id(node) in entry:
+                continue
+            exits = (isinstance(node, ast.Raise) and node.exc is not None and "SystemExit" in ast.unparse(node.exc)) \
+                or (isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.exit", "exit"))
+            if exits:
+                found.append(f"{name_of(path)}:{node.lineno}")
+    assert not found, f"library code that exits instead of raising the course's errors: {found}"
