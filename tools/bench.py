@@ -121,8 +121,10 @@ def _class_grades(course: Path, assignments: list[str]) -> dict:
 
 #: Where stock nbgrader and the course grade one cell differently by a rule the course states (README, docs).
 STOCK_RULES = {
-    "judged": "tests run in the grader's judge, outside the student's kernel, where a mistake cannot hide from them "
-              "(stock runs them in the kernel: it gives points to a catalogue mistake in a cell the mistake loses)",
+    "judged": "tests run in the grader's judge, outside the student's kernel, and call the student's functions with "
+              "the notebook's variables out of reach: a mistake hidden from tests in the kernel (a notebook variable "
+              "read instead of an argument, a test's name shadowed) loses the cells its catalogue entry names, where "
+              "stock gives them points",
     "in place": "an argument changed in place is a note on the check, not a lost point: only the student's kernel "
                 "knows of it (README, Not defended; stock's tests, in that kernel, fail the cell)",
 }
