@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import re
 
-from nbconvert.preprocessors import Preprocessor
-from nbgrader.preprocessors import Execute, IgnorePattern
-from nbgrader.validator import Validator
-
 #: nbgrader's course id of this course (the exchange's folder, the hub's groups).
 COURSE_ID = "attention-from-scratch"
 
@@ -31,6 +27,9 @@ def validate_settings(c) -> None:
     nbgrader_config.py, by every student's server on JupyterHub (deploy/jupyterhub/student/nbgrader_config.py),
     which reads the global configuration only, and by the student bundle, so that a student's Validate is the
     course's."""
+    from nbgrader.preprocessors import Execute, IgnorePattern
+    from nbgrader.validator import Validator
+
     # Limits for a loaded machine (the figures above). A cell's output late after its reply no longer fails the whole
     # notebook (nbgrader raises by default, after nbclient's 4 s): the reply decides, and an error in it is recorded.
     c.Execute.startup_timeout = STARTUP_TIMEOUT
@@ -65,6 +64,8 @@ def course_execute() -> type:
     """nbgrader's ``Execute``, saying in words that the machine, not the notebook, failed when a kernel does not
     start within :data:`STARTUP_TIMEOUT` (made once: Validate's step list holds classes)."""
     if "execute" not in _made:
+        from nbgrader.preprocessors import Execute
+
         class CourseExecute(Execute):
             def preprocess(self, nb, resources, *args, **kwargs):
                 try:
@@ -89,6 +90,8 @@ def course_cell_failed() -> type:
     other keeps its own error after the note. Only imports: a course's cell that fails otherwise may be running the
     student's code, and is not named."""
     if "cell" not in _made:
+        from nbconvert.preprocessors import Preprocessor
+
         class CourseCellFailed(Preprocessor):
             def preprocess(self, nb, resources):
                 broken, told, answered = None, False, False
@@ -124,6 +127,5 @@ def _import_failed(error: dict) -> bool:
     Windows, say)."""
     if error.get("ename") in ("ImportError", "ModuleNotFoundError"):
         return True
-
     trace = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(error.get("traceback", [])))
     return error.get("ename") == "OSError" and re.search(r"^-*> *\d+ *(import|from) ", trace, re.M) is not None

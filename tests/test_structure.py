@@ -87,6 +87,17 @@ LATE_IMPORTS = {
     "attention_course.checks": "the notebooks' checks, imported by the agent in the kernel only: the fork server "
                                "that imports the agent must not load the notebooks' package",
 }
+#: Imports inside functions allowed only in these modules: the fork server imports the judge and the agent, and
+#: with them trust/ (and nothing else of the grader), and every kernel and judge is forked from it; the student
+#: package imports nothing heavy when it is imported (test_the_fork_server_loads_no_notebook_machinery).
+LIGHT = ("attention_course.grading.trust", "attention_course.nbgrader_settings")
+LATE_IN_LIGHT = {
+    "nbgrader": "nbgrader (a thousand modules and 65 MiB with SQLAlchemy, tornado and jupyter_server), in a rule or "
+                "a Validate setting that needs it",
+    "nbconvert": "nbconvert, where a rule or a Validate setting needs it",
+    "nbformat": "nbformat's NotebookNode, where a rule makes cells or outputs",
+    "nh3": "the HTML sanitiser, where a page's HTML is cleaned",
+}
 
 
 def late_imports(tree):
@@ -151,8 +162,10 @@ def test_an_import_inside_a_function_is_a_listed_heavy_dependency():
     for path, tree in MODULES.items():
         for node in late_imports(tree):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [resolve(path, node)]
+            light = name_of(path).startswith(LIGHT)
             for mod in mods:
-                if not any(mod == k or mod.startswith(k + ".") for k in LATE_IMPORTS):
+                listed = {**LATE_IMPORTS, **(LATE_IN_LIGHT if light else {})}
+                if not any(mod == k or mod.startswith(k + ".") for k in listed):
                     found.append(f"{name_of(path)}:{node.lineno} imports {mod} inside a function")
     assert not found, ("imports inside functions that are not a heavy optional dependency (LATE_IMPORTS); put them at "
                        "the top of the file:\n" + "\n".join(found))
@@ -230,6 +243,8 @@ def test_each_sub_package_says_its_job_and_exports_its_public_names():
         package = importlib.import_module(name_of(init))
         exported = getattr(package, "__all__", None)
         assert exported, f"{init} exports nothing"
+        clash = sorted(set(exported) & modules)  # package.name would be a function, or the module once imported
+        assert not clash, f"{name_of(init)} exports names of its own modules: {clash}"
         for name in exported:
             assert getattr(package, name, None) is not None, f"{name_of(init)} exports {name}, which does not exist"
 
@@ -408,3 +423,26 @@ def test_library_code_raises_the_courses_errors_not_system_exit():
             if exits:
                 found.append(f"{name_of(path)}:{node.lineno}")
     assert not found, f"library code that exits instead of raising the course's errors: {found}"
+
+
+def test_the_fork_server_loads_no_notebook_machinery():
+    """The fork server imports the agent, the judge's process, the sandbox and the kernel's root before it forks
+    every kernel and judge: none of nbgrader, nbconvert, nbformat, SQLAlchemy, tornado or the Jupyter server comes
+    with them (a thousand modules and 65 MiB in every grading process's zygote, and in the pages each fork
+    touches)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "import attention_course.grading.kernels.forkserver, attention_course.grading.judging.agent\n"
+             "import attention_course.grading.judging.judgeproc, attention_course.grading.kernels.rootfs\n"
+             "import attention_course.grading.kernels.sandbox\n"
+             "heavy = ('nbgrader', 'nbconvert', 'nbformat', 'sqlalchemy', 'tornado', 'jupyter_server', 'nh3', 'jinja2')\n"
+             "print(' '.join(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy})))")
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert not ran.stdout.split(), f"the fork server's modules load {ran.stdout.split()}"
+    student = subprocess.run([sys.executable, "-c", "import sys, attention_course.nbgrader_settings; "
+                              "print(' '.join(m for m in sys.modules if m.startswith('nbgrader')))"],
+                             capture_output=True, text=True, cwd=ROOT, check=True)
+    assert not student.stdout.split(), "importing the course's Validate settings loads nbgrader"

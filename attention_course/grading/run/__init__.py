@@ -32,7 +32,6 @@ EXPORTS = {
     "fingerprint": "plan",
     "grading_base": "plan",
     "handin_fingerprint": "plan",
-    "plan": "plan",
     "Progress": "progress",
     "failure_cause": "progress",
     "notable_lines": "progress",

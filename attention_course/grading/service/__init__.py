@@ -11,7 +11,6 @@ from ..exports import lazy
 #: Each public name and the module that defines it.
 EXPORTS = {
     "ask_reload": "main",
-    "main": "main",
     "Service": "loop",
     "notice_page": "pages",
     "when": "pages",

@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
+from ..errors import CourseError
 from ..run.cluster import grade_on_worker, prepare, use_scratch, worker_name
 from ..run.worker import drop_pool
 
@@ -33,7 +34,9 @@ def _orphan_guard(workdir: str) -> None:
 def _warm(payloads: list) -> str:
     """Make a worker ready before the first hand-in comes: its scratch course with each assignment on submit
     registered, its fork server started (what the first hand-in would otherwise wait for)."""
-    with contextlib.suppress(RuntimeError):  # a sandbox the worker refuses: said when grading
+    # a sandbox the worker refuses, or the course's own problem (its nbgrader, a test that cannot be registered: a
+    # SystemExit from the worker's nbgrader_config.py would end a Dask worker): said when a hand-in is graded
+    with contextlib.suppress(RuntimeError, CourseError, SystemExit):
         for payload in payloads:
             prepare(payload)
     return worker_name()

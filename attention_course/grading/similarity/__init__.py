@@ -17,7 +17,6 @@ EXPORTS = {
     "normalise": "normal",
     "normalise_all": "normal",
     "installed": "opaque",
-    "read": "opaque",
     "filtered": "read",
 }
 __all__ = sorted(EXPORTS)

@@ -6,10 +6,6 @@ from __future__ import annotations
 import re
 import traceback
 
-import nh3
-from nbconvert.filters.strings import strip_files_prefix
-from nbformat import NotebookNode
-
 from ..cells import test_line
 
 #: Outputs of a hand-in are shown as text and as these raster images; nothing else is rendered.
@@ -41,6 +37,8 @@ def inert_outputs(outputs) -> list:
     HTML, SVG, JavaScript, Markdown, LaTeX, widgets and every other type are dropped, with a note when nothing
     else is left. A display's :data:`GRADER_NOTE` flag is kept as ``True`` (it matters only on a test cell, whose
     outputs only the grader writes)."""
+    from nbformat import NotebookNode  # here: the fork server, which imports trust with the judge, stays light
+
     kept = []
     for out in outputs or []:
         if not isinstance(out, dict):
@@ -160,6 +158,8 @@ def clean_html(fragment) -> str:
 
     Used as nbconvert's ``clean_html`` filter, which the HTML templates apply to Markdown cells, raw cells and
     code (already highlighted) when ``HTMLExporter.sanitize_html`` is on."""
+    import nh3
+
     text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
     return nh3.clean(text, tags=_HTML | _MATHML, clean_content_tags={"script", "style"}, attributes=_ATTRIBUTES,
                      attribute_filter=_attribute, url_schemes={"http", "https", "mailto", "data"}, link_rel=None,
@@ -171,6 +171,8 @@ def clean_markdown_html(html) -> str:
     ``source | markdown2html | strip_files_prefix`` (nbgrader's Formgrader and the course's feedback page
     too, whose own Markdown blocks skip ``clean_html``), so putting this in that filter's place sanitises
     every rendered Markdown cell, whichever template draws it."""
+    from nbconvert.filters.strings import strip_files_prefix
+
     return clean_html(strip_files_prefix(html))
 
 
