@@ -205,8 +205,8 @@ def call_unchanged(fn, *args, **kwargs):
     before = [(name, value, _snapshot(value)) for name, value in named]
     result = fn(*args, **kwargs)
     for name, value, copy in before:
-        if copy is not None:
-            check_unchanged(copy, value, f"the caller's {name}")
+        for where, was, now in _held(copy, value, f"the caller's {name}"):
+            check_unchanged(was, now, where)
     return result
 
 
@@ -215,13 +215,37 @@ def _in_kernel(fn) -> bool:
     return getattr(type(fn), "_judge_vjp", None) is not None
 
 
-def _snapshot(value):
-    """A copy of a NumPy array or a PyTorch tensor; None for anything else."""
+def _snapshot(value, depth: int = 0):
+    """A copy of a NumPy array or a PyTorch tensor, and of the ones a list, tuple or dict holds (a head's
+    parameters, a list of heads); None for anything else."""
     if isinstance(value, np.ndarray):
         return value.copy()
     if hasattr(value, "detach") and hasattr(value, "clone"):
         return value.detach().clone()
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return [_snapshot(v, depth + 1) for v in value]
+    if depth < 3 and isinstance(value, dict):
+        return {k: _snapshot(v, depth + 1) for k, v in value.items()}
     return None
+
+
+def _held(copy, value, name: str):
+    """``(name, copy, now)`` for every array :func:`_snapshot` copied from ``value``, named as the caller would
+    (``the caller's heads[1]['W_q']``). A container the function emptied or filled is named as changed too."""
+    if copy is None:
+        return
+    if isinstance(copy, list):
+        if not isinstance(value, (list, tuple)) or len(value) != len(copy):
+            raise AssertionError(f"{name} was modified in place (its length changed). Work on new lists and arrays.")
+        for i, (c, v) in enumerate(zip(copy, value)):
+            yield from _held(c, v, f"{name}[{i}]")
+    elif isinstance(copy, dict):
+        if not isinstance(value, dict) or set(value) != set(copy):
+            raise AssertionError(f"{name} was modified in place (its keys changed). Work on new dicts and arrays.")
+        for k, c in copy.items():
+            yield from _held(c, value[k], f"{name}[{k!r}]")
+    else:
+        yield name, copy, value
 
 
 def gradients(fn, args: tuple, cotangents, **kwargs):

@@ -114,6 +114,29 @@ def test_call_unchanged_names_the_argument_changed_in_place():
     assert call_unchanged(Remote(), np.zeros(2)) == "called"
 
 
+def test_call_unchanged_sees_arrays_inside_the_lists_and_dicts_it_passes():
+    """A head's parameters travel in dicts, several heads in a list: scaling one of their arrays in place is named,
+    down to the entry, and so is a list or dict whose entries were added or taken away."""
+    from attention_course import call_unchanged
+
+    def scale_heads(X, heads):
+        for head in heads:
+            head["W_q"] /= 2.0
+        return X
+
+    def drop_head(X, heads):
+        heads.pop()
+        return X
+
+    def reads(X, heads):
+        return sum(float(h["W_q"].sum()) + h["scale"] for h in heads)
+
+    fresh = lambda: [{"W_q": np.ones((3, 2)), "scale": 1.0}, {"W_q": torch.ones(3, 2), "scale": 2.0}]  # noqa: E731
+    assert "the caller's heads[0]['W_q'] was modified in place" in message(call_unchanged, scale_heads, np.ones(2), fresh())
+    assert "the caller's heads was modified in place (its length changed)" in message(call_unchanged, drop_head, np.ones(2), fresh())
+    assert call_unchanged(reads, np.ones(2), fresh()) == 15.0
+
+
 def test_check_sums_to_one_spots_the_wrong_axis():
     w = np.array([[0.2, 0.9], [0.8, 0.1]])  # columns sum to 1, rows do not
     check_sums_to_one(w, axis=0)
