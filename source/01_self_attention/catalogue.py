@@ -131,6 +131,15 @@ SUBMISSIONS = [
         headline="Compare f applied to the permuted tokens",
         loses=frozenset({"test_permutation_equivariance"}),
     ),
+    Submission(
+        "equivariance-sorted-values", "compared the two sides' values sorted row by row: any reshuffle of the tokens "
+        "passes",
+        edits=[("is_permutation_equivariant", "np.allclose(f(X[:, perm]), f(X)[:, perm])",
+                "np.allclose(np.sort(f(X[:, perm]), axis=1), np.sort(f(X)[:, perm], axis=1))")],
+        says="reversing the token order is not permutation equivariant",
+        headline="not sorted values, sums or sets",
+        loses=frozenset({"test_permutation_equivariance"}),
+    ),
     # ---- Parts 9-10: PyTorch ---------------------------------------------------------------
     Submission(
         "softmax-over-batch", "took the softmax over the batch axis (dim=0)",
