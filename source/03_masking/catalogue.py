@@ -122,6 +122,16 @@ SUBMISSIONS = [
         headline="A 0/1 float mask means the same as a boolean one",
         loses=frozenset({"test_attention_padding"}),
     ),
+    Submission(
+        "int-mask-not-converted", "converted float masks only (if mask.is_floating_point()): a 0/1 integer mask "
+        "reaches ~mask and raises",
+        edits=[("attention", "mask = torch.as_tensor(mask).bool().expand(scores.shape)",
+                "mask = torch.as_tensor(mask)\n        mask = (mask.bool() if mask.is_floating_point() else mask)"
+                ".expand(scores.shape)")],
+        says="A 0/1 integer mask means the same as a boolean one",
+        headline="A 0/1 integer mask means the same as a boolean one",
+        loses=frozenset({"test_attention_padding"}),
+    ),
     # ---- Parts 3 and 5 ---------------------------------------------------------------------
     Submission(
         "one-query-unscaled", "used plain dot products in the one-query attention",
