@@ -13,7 +13,7 @@ SHARED_ENV := yes
 endif
 endif
 BIN := $(abspath $(VENV))/bin
-# nbgrader runs `alembic` from PATH when it creates a gradebook: the venv comes first.
+# nbgrader's own commands find theirs (`nbgrader db upgrade` runs `alembic`) on PATH: the venv comes first.
 export PATH := $(BIN):$(PATH)
 ASSIGNMENTS = $(shell $(BIN)/python -c "from attention_course.grading.course import available; print(' '.join(available()))")
 STAMP := $(VENV)/.installed

@@ -280,6 +280,28 @@ def test_a_different_nbgrader_stops_the_course_with_what_it_patches():
     nbgrader_patches.check_version("0.9.6")
 
 
+def test_a_new_gradebook_gets_the_schema_version_alembic_names_without_starting_alembic(tmp_path, monkeypatch):
+    """nbgrader stamps a new gradebook with the head of its migrations, which stock 0.9.6 asks of the ``alembic``
+    command (a Python of its own, for each gradebook made). The course reads the same head in-process: the stamp is
+    what ``alembic heads`` prints, and a gradebook is made with no ``alembic`` on PATH."""
+    import subprocess
+
+    from nbgrader.api import Gradebook
+    from nbgrader.dbutil import _temp_alembic_ini
+    from sqlalchemy import create_engine, text
+
+    nbgrader_patches.install()
+    with _temp_alembic_ini(f"sqlite:///{tmp_path / 'unused.db'}") as ini:
+        stock = subprocess.run([str(Path(sys.executable).parent / "alembic"), "-c", ini, "heads"], capture_output=True,
+                               text=True, check=True).stdout.split()[0]
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url):
+        pass
+    with create_engine(url).connect() as db:
+        assert db.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == stock
+
+
 def test_dask_workers_get_only_the_accepted_files(tmp_path):
     """A hand-in travels to a Dask worker as the files inspect_handin accepts, never a link's target."""
     from attention_course.grading.run.cluster import read_tree

@@ -2,7 +2,8 @@
 
 :mod:`.preprocessors` are the steps the course adds to nbgrader's pipelines (named in ``nbgrader_config.py``);
 :mod:`.patches` is every change to nbgrader's own code, installed by an explicit :func:`install` from the entry
-points (``nbgrader_config.py``, the course command), never on import; :mod:`.collect` is the course's collect,
+points (``nbgrader_config.py``, the course command), never on import, with :mod:`.speedups` (work nbgrader
+repeats, done once); :mod:`.collect` is the course's collect,
 :mod:`.term` the due dates, late policy and extensions, :mod:`.handgrades` hand grades that outlive regrades,
 :mod:`.marking` the mark schemes beside each written answer, :mod:`.questions` the question pages (every
 answer to one question, one after another), :mod:`.formgrader` the Formgrader's pages, :mod:`.page_cap`

@@ -39,8 +39,8 @@ other nbgrader it stops with a message naming what it would patch, because each 
 ``SubmissionHandler`` (Formgrader's submission page)
     Sent with a Content-Security-Policy whose scripts must carry a per-page nonce: the page's own do, and
     nothing rendered from a hand-in can (a second line of defence behind :func:`.trust.clean_html`).
-``common.jsonschema`` (cell metadata checks)
-    One validator per schema instead of re-checking the schema itself for every cell (50 ms per hand-in).
+``api.create_engine``, ``api.get_alembic_version``, ``common.jsonschema``
+    What nbgrader does again and again for the same answer: :mod:`.speedups`.
 """
 
 from __future__ import annotations
@@ -50,11 +50,8 @@ import os
 import re
 import shutil
 import stat
-import threading
-import types
 from pathlib import Path
 
-import jsonschema
 import nbgrader
 from nbgrader import utils
 from nbgrader.api import Grade, Gradebook, MissingEntry
@@ -67,13 +64,12 @@ from nbgrader.exchange.default.exchange import Exchange
 from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.exchange.default.submit import ExchangeSubmit
-from nbgrader.nbgraderformat import common
 from nbgrader.utils import check_mode, notebook_hash, parse_utc
 from sqlalchemy import event
 
 from .. import trust
 from ..errors import EnvironmentMismatch
-from . import collect, formgrader, handgrades, term
+from . import collect, formgrader, handgrades, speedups, term
 from .regrade import mark_released
 
 PINNED = "0.9.6"
@@ -81,8 +77,7 @@ PATCHED = ["Autograde.init_assignment", "BaseConverter.init_assignment", "Course
            "Exchange.do_copy", "ExchangeCollect.init_src/copy_files",
            "ExchangeReleaseAssignment.ensure_root/init_dest/copy_files", "ExchangeSubmit.copy_files",
            "ExchangeReleaseFeedback.copy_files", "Grade.manual_score/extra_credit", "formgrader SubmissionHandler",
-           "FormgradeExtension.init_handlers",
-           "nbgraderformat.common.jsonschema", "api.create_engine"]
+           "FormgradeExtension.init_handlers", *speedups.PATCHED]
 _installed = False
 
 
@@ -101,8 +96,7 @@ def install() -> None:
     if _installed:
         return
     check_version()
-    _one_validator()
-    _one_engine()
+    speedups.install()
     _converters()
     _exchange()
     _gradebook()
@@ -360,40 +354,3 @@ def _gradebook() -> None:
     event.listen(Grade.manual_score, "set", manual, retval=True)
     event.listen(Grade.extra_credit, "set", extra, retval=True)
     handgrades.install_events()
-
-
-def _one_engine() -> None:
-    """nbgrader makes a new SQLAlchemy engine for every ``Gradebook`` it opens (seven for each hand-in autograded),
-    and with it throws away SQLAlchemy's cache of compiled statements: 40 statements compiled again for every hand-in,
-    0.15 core-seconds of it. Here a process keeps one engine per gradebook URL; a ``Gradebook`` still closes its
-    connections when it closes (``engine.dispose()``), so only the cache outlives it."""
-    stock, engines, lock = nbgrader.api.create_engine, {}, threading.Lock()
-
-    def create_engine(url, *args, **kwargs):
-        key = (str(url), args, tuple(sorted(kwargs.items())))
-        with lock:
-            if key not in engines:
-                engines[key] = stock(url, *args, **kwargs)
-            return engines[key]
-    nbgrader.api.create_engine = create_engine
-
-
-# -- nbgrader's cell metadata checks ---------------------------------------------------------------
-def _one_validator() -> None:
-    """nbgrader 0.9.6 checks each cell's nbgrader metadata with ``jsonschema.validate``, which first checks
-    nbgrader's own constant schema against JSON Schema's metaschema: 1.5 ms per cell, 50 ms of every hand-in.
-    Here one validator per schema does the same checks, and raises the same ``ValidationError``."""
-    made = {}
-
-    def validate(instance, schema, *args, **kwargs):
-        if args or kwargs:
-            return jsonschema.validate(instance, schema, *args, **kwargs)
-        entry = made.get(id(schema))
-        if entry is None or entry[0] is not schema:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-            entry = made[id(schema)] = (schema, jsonschema.validators.validator_for(schema)(schema))
-        error = jsonschema.exceptions.best_match(entry[1].iter_errors(instance))
-        if error is not None:
-            raise error
-
-    common.jsonschema = types.SimpleNamespace(validate=validate)

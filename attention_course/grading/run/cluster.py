@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -151,9 +150,6 @@ def prepare(payload: dict) -> Path:
     worker's sandbox lacks a layer the instructor has not accepted."""
     if _HERE.package is None:
         _HERE.package = package_fingerprint()
-        # nbgrader runs `alembic` from PATH when it opens a gradebook: the worker's environment comes first,
-        # however the worker was started.
-        os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     if payload["package"] != _HERE.package:
         raise RuntimeError("this worker's attention_course package differs from the client's: install the same "
                            "version of the course on every worker")
