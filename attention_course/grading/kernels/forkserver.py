@@ -202,7 +202,7 @@ def server(preload: list[str]) -> ForkServer:
 
 
 @atexit.register  # registered at import, so it runs after the handlers of modules that use the servers
-def _close_all() -> None:  # (the kernel pool's, which may still be starting a kernel), never before
+def close_all() -> None:  # (the kernel pool's, which may still be starting a kernel), never before
     with _SERVERS_LOCK:
         for srv in _SERVERS.values():
             srv.close(final=True)

@@ -12,13 +12,14 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
+from multiprocessing import get_context, util
 from pathlib import Path
 
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.apps.baseapp import NbGrader
 
 from ..judging.executor import POOL, EnvironmentFault, JudgedExecute
+from ..kernels import forkserver
 from .outcome import FAILED, GRADED, GRADER, Outcome, not_graded
 
 
@@ -53,6 +54,19 @@ def worker_init(course: str, db_url: str) -> None:
         POOL.prime(executor.settings(), _API.log)
 
 
+def forked_worker_init(course: str, db_url: str) -> None:
+    """:func:`worker_init` in a process forked by multiprocessing's fork server, which ends with ``os._exit`` and so
+    skips ``atexit``: what the kernel pool and the fork servers registered there (the next kernel stopped, the zygote
+    ended, their scratch folders removed) runs as the process's own exit instead."""
+    worker_init(course, db_url)
+    util.Finalize(None, _close_kernels, exitpriority=0)
+
+
+def _close_kernels() -> None:
+    POOL.close()  # the pool first: it may still be starting a kernel from a fork server
+    forkserver.close_all()
+
+
 def worker_api():
     """The nbgrader API of this grading process (set up by :func:`worker_init`)."""
     return _API
@@ -82,7 +96,8 @@ def worker_context(workers: int):
 
 def grade_locally(course: Path, db_url: str, todo: list, workers: int):
     """Grade ``todo`` in ``workers`` local processes; yields (job, result) as each finishes."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(workers), initializer=worker_init,
+    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(workers),
+                             initializer=worker_init if workers <= 1 else forked_worker_init,
                              initargs=(str(course), db_url)) as pool:
         futures = {pool.submit(grade_one, j.assignment, j.student): j for j in todo}
         for future in as_completed(futures):
