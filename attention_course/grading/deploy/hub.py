@@ -204,8 +204,12 @@ def remove_users(names: list[str], keep_home: frozenset | set = frozenset()) -> 
             uids.add(pwd.getpwnam(name).pw_uid)
         except KeyError:
             continue
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-        subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name], capture_output=True)
+        for _ in range(50):  # a process just killed may not have exited yet: userdel refuses then (status 8)
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            if subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name],
+                              capture_output=True).returncode != 8:
+                break
+            time.sleep(0.1)
     uids.discard(0)
     for entry in (e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)) if uids else ():
         try:
