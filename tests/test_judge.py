@@ -605,3 +605,17 @@ def test_a_kernel_cannot_make_the_grader_read_or_keep_more_than_its_caps():
     assert results[5][0] == [{"output_type": "stream", "name": "stdout", "text": "42\n"}], "the kernel lost its state"
     assert results[6][0][0]["ename"] == "ZeroDivisionError"
     assert grew < 192 * 2**20, f"the grading process grew by {grew / 2**20:.0f} MiB reading the flood ({took:.0f} s)"
+
+
+def test_several_grading_processes_fork_from_one_unless_the_temporary_folder_is_too_deep(monkeypatch):
+    """Several local grading processes come from multiprocessing's fork server (nbgrader imported once), whose socket
+    lives in the temporary folder: where that folder is too deep for a socket's path, they are spawned, as one is."""
+    import tempfile
+
+    from attention_course.grading.run.worker import worker_context
+
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert worker_context(2).get_start_method() == "forkserver"
+    assert worker_context(1).get_start_method() == "spawn"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "deep/" * 16)
+    assert worker_context(2).get_start_method() == "spawn"

@@ -9,6 +9,7 @@ service's workers (:mod:`.service.workers`) set up the same process (:func:`work
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -86,9 +87,11 @@ def grade_one(assignment: str, student: str) -> Outcome:
 def worker_context(workers: int):
     """How grading processes start: each a fresh Python (``spawn``) for one, and for several forked from one fresh
     Python that has imported this module, nbgrader with it (``forkserver``): nbgrader's import, 1.5 core-seconds, once
-    instead of once per worker. Neither inherits anything of the process that asks for them (threads, open files)."""
-    if workers <= 1:
-        return get_context("spawn")
+    instead of once per worker. Neither inherits the asking process's threads or open files (the fork server starts
+    once per process, with its environment of then). Where the temporary folder is too deep for the fork server's
+    socket, spawn as for one."""
+    if workers <= 1 or len(tempfile.gettempdir()) + len("/pymp-12345678/listener-12345678") > 107:
+        return get_context("spawn")  # (the fork server listens on a socket in the temporary folder: its path must fit)
     context = get_context("forkserver")
     context.set_forkserver_preload([__name__])
     return context
