@@ -62,22 +62,25 @@ SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test
 
 #: Files whose tests share the session's graded class: under pytest-xdist (make test) they run in one worker.
 CLASS_MODULES = {"test_grading.py", "test_security.py", "test_accessibility.py"}
-#: The other long files, longest first (seconds of one xdist process in a make test run, measured): handed out before
-#: the short ones, so that no process is left with a long file while the others have finished. make test passes
-#: --no-loadscope-reorder: without it xdist hands files out by their number of tests, not in this order. The hub's file
-#: first: on a fresh machine it builds the shared environment.
-LONG_MODULES = ["test_hub.py",  # ~170 s, ~230 s the first time on a machine
-                "test_release.py",  # ~300 s
-                "test_parallel.py",  # ~245 s
-                "test_term.py",  # ~190 s
-                "test_browser.py",  # ~140 s
-                "test_bundle.py",  # ~120 s: a student's install (issue 58)
-                "test_term_class.py",  # ~100 s: a term with real users (issue 59)
-                "test_sandbox.py",  # ~115 s
-                "test_faults.py",  # ~100 s
-                "test_browser_inert.py",  # ~90 s
-                "test_exchange.py",  # ~75 s
-                "test_isolation.py"]  # ~70 s
+#: The other long files, longest first (seconds of one xdist process in a make test run on a fresh clone, measured
+#: 2026-12-02): handed out before the short ones, so that no process is left with a long file while the others have
+#: finished. make test passes --no-loadscope-reorder: without it xdist hands files out by their number of tests, not
+#: in this order. The hub's file first: on a fresh machine it builds the shared environment.
+LONG_MODULES = ["test_hub.py",  # ~165 s, ~230 s the first time on a machine
+                "test_release.py",  # ~370 s
+                "test_term.py",  # ~245 s
+                "test_bundle.py",  # ~205 s: a student's install (issue 58)
+                "test_exchange.py",  # ~165 s
+                "test_parallel.py",  # ~160 s
+                "test_browser.py",  # ~150 s
+                "test_term_class.py",  # ~145 s: a term with real users (issue 59)
+                "test_similarity.py",  # ~80 s
+                "test_faults.py",  # ~75 s
+                "test_service.py",  # ~70 s
+                "test_sandbox.py",  # ~65 s
+                "test_browser_inert.py",  # ~50 s
+                "test_regrade.py",  # ~50 s
+                "test_isolation.py"]  # ~45 s
 
 
 def _order(item) -> int:
