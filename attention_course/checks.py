@@ -182,7 +182,8 @@ def check_unchanged(before, after, name: str = "input") -> None:
     At autograde, arguments reach your code as copies, so the test's own array never changes and this passes; the
     grader notes a change your kernel reports, in the feedback, without taking points for it."""
     b, a = to_numpy(before, name), to_numpy(after, name)
-    if b.shape != a.shape or not np.array_equal(b, a):
+    nan = b.dtype.kind in "fc" and a.dtype.kind in "fc"  # a NaN left where it was is unchanged (NaN != NaN)
+    if b.shape != a.shape or not np.array_equal(b, a, equal_nan=nan):
         raise AssertionError(
             f"{name} was modified in place. Work on new arrays (`S = Q @ K.T / c`, not `Q /= c`; `X = X + b`, not "
             "`X += b`)."

@@ -86,6 +86,12 @@ def test_check_shape_and_unchanged():
     assert "hint!" in message(check_shape, np.zeros(3), (2, 3), "V", hint="hint!")
     assert "modified in place" in message(check_unchanged, np.zeros(2), np.ones(2), "X")
     check_unchanged(np.ones(2), np.ones(2))
+    check_unchanged(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))  # a NaN where it was is not a change
+    check_unchanged(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]))
+    assert "modified in place" in message(check_unchanged, np.array([np.nan, 1.0]), np.array([0.0, 1.0]), "X")
+    assert "modified in place" in message(check_unchanged, np.array([np.nan, 1.0]), np.array([np.nan, 2.0]), "X")
+    check_unchanged(np.array([True, False]), np.array([True, False]))
+    assert "modified in place" in message(check_unchanged, np.array([1, 2]), np.array([1, 3]), "X")
 
 
 def test_call_unchanged_names_the_argument_changed_in_place():
