@@ -99,6 +99,10 @@ def test_arguments_cross_as_copies_and_in_place_changes_are_noted():
         check_unchanged(before, X * 0, "X")  # as in the student's own kernel
     t = torch.ones(3)
     assert changed_in_place("f", [t], [torch.ones(3)], ["t"]) is None  # unchanged: nothing is noted
+    for nan, same, other in ((torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]), torch.ones(2)),
+                             (np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), np.ones(2))):
+        assert changed_in_place("f", [nan], [same], ["t"]) is None  # a NaN where it was is not a change
+        assert changed_in_place("f", [nan], [other], ["t"]) is not None  # a NaN overwritten is
     assert "a function of yours changed an argument" in changed_in_place(None, [X], [X + 1], [None])
     assert "changed an argument in place" in changed_in_place("scale", [X], [X * 0], ["X"], hidden=True)
 

@@ -323,8 +323,12 @@ def same_value(original, new) -> bool:
     np = _numpy()
     try:
         if torch is not None and isinstance(original, torch.Tensor) and isinstance(new, torch.Tensor):
-            return original.shape == new.shape and original.dtype == new.dtype and \
-                bool(torch.equal(original.detach(), new.detach()))
+            a, b = original.detach(), new.detach()
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            if a.is_floating_point() or a.is_complex():  # a NaN left where it was is unchanged (NaN != NaN)
+                return bool(((a == b) | (a.isnan() & b.isnan())).all())
+            return bool(torch.equal(a, b))
         if np is not None and isinstance(original, np.ndarray) and isinstance(new, np.ndarray):
             return original.shape == new.shape and original.dtype == new.dtype and \
                 bool(np.array_equal(original, new, equal_nan=original.dtype.kind in "fc"))
