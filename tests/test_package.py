@@ -6,7 +6,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -508,3 +512,45 @@ def test_the_bench_allows_stock_nbgrader_only_the_differences_the_courses_rules_
     assert stock_differs_by_rule(alternative, "test_scores", 0.0, 4.0) is None
     assert stock_differs_by_rule(in_place, "test_softmax_values", 4.0, 0.0) is None
     assert stock_differs_by_rule(None, "test_scores", 4.0, 0.0) is None  # complete and blank: always identical
+
+
+def test_the_benchs_floor_renders_a_figure_shown_as_a_kernel_renders_it(tmp_path):
+    """The floor of ``make bench`` is a notebook's own work, figures included: the course's ``show()`` displays a
+    figure and closes it, which a kernel's inline backend renders to PNG, and so must the floor's shell (a plain
+    shell prints the figure's repr and draws nothing: the floor left out every figure of the course)."""
+    from tools.bench import FLOOR
+
+    folder = tmp_path / "student" / "01"
+    folder.mkdir(parents=True)
+    cell = nbformat.v4.new_code_cell(
+        "import matplotlib.artist, matplotlib.pyplot as plt\n"
+        "from attention_course.plotting import show\n"
+        "class Drawn(matplotlib.artist.Artist):\n"
+        "    def draw(self, renderer):\n"
+        "        open('drawn', 'a').write('x')\n"
+        "fig, ax = plt.subplots()\n"
+        "ax.add_artist(Drawn())\n"
+        "show(alt='a figure that says when it is drawn', fig=fig)\n")
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "nb.ipynb")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", FLOOR, str(folder / "nb.ipynb")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (folder / "drawn").is_file(), "the floor did not render the figure show() displayed"
+
+
+def test_a_scratch_worker_leaves_the_gradebook_steps_to_the_one_writer():
+    """A worker grading in a scratch course (Dask, the grading service) runs the steps that change the notebook;
+    the steps that only write the gradebook run once, where its one writer records the hand-in
+    (``cluster.record``), not twice."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, LimitOutput, SaveAutoGrades
+
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.nbgrader_glue.handgrades import KeepHandGrades
+    from attention_course.grading.nbgrader_glue.term import ApplyTerm
+    from attention_course.grading.run.worker import recording_step
+
+    assert all(recording_step(s) for s in (SaveAutoGrades, AssignLatePenalties, KeepHandGrades, ApplyTerm))
+    assert not any(recording_step(s) for s in (JudgedExecute, ClearMetadataPreprocessor, LimitOutput,
+                                                CheckCellMetadata))

@@ -52,11 +52,17 @@ FLOOR = r"""
 import io, json, os, sys, time, warnings
 os.environ["MPLBACKEND"] = "Agg"
 os.environ["NBGRADER_EXECUTION"] = "autograde"
-import numpy, torch, matplotlib.pyplot
+import numpy, torch, matplotlib
+matplotlib.use("module://matplotlib_inline.backend_inline")
+import matplotlib.pyplot
 from IPython.core.interactiveshell import InteractiveShell
+from matplotlib_inline.backend_inline import configure_inline_support
 import nbformat
 warnings.simplefilter("ignore")
 shell = InteractiveShell.instance()
+# A kernel's inline backend: display(fig) (the course's show()) renders the PNG there, as it does in a kernel;
+# a plain shell would print the figure's repr instead.
+configure_inline_support(shell, "module://matplotlib_inline.backend_inline")
 notebooks = sys.argv[1:]
 seconds = {}
 for path in notebooks:

@@ -160,7 +160,7 @@ def prepare(payload: dict) -> Path:
         (root / "source").mkdir(parents=True)
         (root / "nbgrader_config.py").write_bytes(payload["config"])
         _HERE.root, _HERE.config, _HERE.assignments, _HERE.sandbox = root, payload["config"], {}, None
-        worker_init(str(root), db_url)
+        worker_init(str(root), db_url, records=False)  # the gradebook's one writer records it
     if _HERE.sandbox is None:  # this worker's host, probed once as the client probes its own
         settings = sandbox_settings(root, worker_api())
         _HERE.sandbox = (doctor.probe(settings, str(root / "nbgrader_config.py")), settings)

@@ -18,9 +18,12 @@ from pathlib import Path
 
 from nbgrader.apps.api import NbGraderAPI
 from nbgrader.apps.baseapp import NbGrader
+from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
 from ..judging.executor import POOL, EnvironmentFault, JudgedExecute
 from ..kernels import forkserver
+from ..nbgrader_glue.handgrades import KeepHandGrades
+from ..nbgrader_glue.term import ApplyTerm
 from .outcome import FAILED, GRADED, GRADER, Outcome, not_graded
 
 
@@ -37,7 +40,10 @@ def sandbox_settings(course: Path, app=None) -> dict:
 _API = None
 
 
-def worker_init(course: str, db_url: str) -> None:
+def worker_init(course: str, db_url: str, records: bool = True) -> None:
+    """Set up this grading process on ``course``. ``records=False``: a scratch course whose results the gradebook's
+    one writer records again (:func:`.cluster.record`): the pipeline's steps that only write the gradebook
+    (:func:`recording_step`) are left out here, as that pass runs them."""
     global _API
     os.chdir(course)
     if db_url.startswith("sqlite") and "?" not in db_url:  # workers take turns to write: wait, do not fail
@@ -48,11 +54,20 @@ def worker_init(course: str, db_url: str) -> None:
     app.config.CourseDirectory.root = course
     app.config.CourseDirectory.db_url = db_url
     app.log.setLevel("WARNING")
+    if not records:
+        steps = app.config.Autograde.get("autograde_preprocessors", [])
+        app.config.Autograde.autograde_preprocessors = [p for p in steps if not recording_step(p)]
     _API = NbGraderAPI(parent=app)
     _API.log.setLevel("WARNING")
     executor = JudgedExecute(parent=_API)
     if executor.prestart:  # start the fork server and the first kernel now, while other workers do the same
         POOL.prime(executor.settings(), _API.log)
+
+
+def recording_step(step) -> bool:
+    """Whether an autograde step only records in the gradebook (grades, hand grades kept, the term's dates, late
+    penalties) and leaves the notebook as it is."""
+    return isinstance(step, type) and issubclass(step, (SaveAutoGrades, AssignLatePenalties, KeepHandGrades, ApplyTerm))
 
 
 def forked_worker_init(course: str, db_url: str) -> None:
