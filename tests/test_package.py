@@ -6,11 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -518,6 +514,11 @@ def test_the_benchs_floor_renders_a_figure_shown_as_a_kernel_renders_it(tmp_path
     """The floor of ``make bench`` is a notebook's own work, figures included: the course's ``show()`` displays a
     figure and closes it, which a kernel's inline backend renders to PNG, and so must the floor's shell (a plain
     shell prints the figure's repr and draws nothing: the floor left out every figure of the course)."""
+    import os
+    import subprocess
+    import sys
+
+    from attention_course.grading.course import ROOT
     from tools.bench import FLOOR
 
     folder = tmp_path / "student" / "01"
@@ -532,7 +533,7 @@ def test_the_benchs_floor_renders_a_figure_shown_as_a_kernel_renders_it(tmp_path
         "ax.add_artist(Drawn())\n"
         "show(alt='a figure that says when it is drawn', fig=fig)\n")
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "nb.ipynb")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", FLOOR, str(folder / "nb.ipynb")], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
