@@ -56,7 +56,7 @@ def pytest_terminal_summary(terminalreporter):
 
 #: Fixtures that run nbgrader, a grading run, a server or a browser: a test using one is ``slow`` (make test only).
 SLOW_FIXTURES = {"the_class", "graded", "hostile", "regenerated", "demo", "world", "stage"}
-SLOW_MODULES = {"test_exchange.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
+SLOW_MODULES = {"test_exchange.py", "test_load.py", "test_parallel.py", "test_browser.py", "test_browser_inert.py", "test_isolation.py",
                 "test_faults.py", "test_hub.py", "test_term.py", "test_bundle.py", "test_term_class.py", "test_regrade.py"}
 
 

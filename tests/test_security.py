@@ -25,6 +25,7 @@ from conftest import ATTACKS, GRADED
 from harness import CLASS_UID_BASE, JUDGE_BYTES, NOTEBOOK_S, course_autograde, feedback_text, tree_digest
 
 from attention_course.grading.course import gradebook_url
+from attention_course.grading.kernels.clock import STRETCH
 from attention_course.grading.run.tables import format_table, score_table
 from tools.submissions import read_notebook
 
@@ -107,7 +108,8 @@ def test_time_and_memory_stay_within_limits(the_class):
     for attack in (a for a in ATTACKS if a.finding in ("3", "4")):
         took = the_class.seconds.get(f"{attack.assignment}/{attack.name}")
         assert took is not None, f"no time reported for {attack.name}:\n{the_class.log[-2000:]}"
-        assert took <= NOTEBOOK_S + MARGIN_S, f"{attack.name} took {took:.0f} s (limit {NOTEBOOK_S} s)"
+        # a limit charges what the hand-in had of the machine: by the wall clock at most STRETCH times as long
+        assert took <= NOTEBOOK_S * STRETCH + MARGIN_S, f"{attack.name} took {took:.0f} s (limit {NOTEBOOK_S} s)"
     assert 0 < peak <= GRADER_RSS_BOUND, f"a grading process reached {peak / 2**30:.2f} GiB: {who!r}"
 
 

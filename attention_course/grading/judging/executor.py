@@ -28,6 +28,7 @@ from .. import trust
 from ..kernels import forkserver
 from ..kernels.kernel import POOL, SERVE, Kernel
 from ..kernels.kernel_io import MAX_MESSAGE_BYTES, MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, Budget
+from ..kernels.clock import STRETCH
 from .judgeproc import JudgeProcess
 
 
@@ -123,6 +124,7 @@ class JudgedExecute(NbGraderPreprocessor):
         self._restarts = 0
         self._history: list[str] = []
         self._deadline = time.monotonic() + self.notebook_timeout
+        self._credit = self._kernel_credit = 0.0  # wall seconds not charged to the notebook (:meth:`_left`)
         self._budget = Budget(self.max_notebook_output_bytes)  # output the notebook may still keep
         # The judge's copy of the master's locked cells (imports, data, reference helpers), all run before
         # any test and never taken from the student's kernel, wherever a hand-in put or shadowed them.
@@ -138,6 +140,8 @@ class JudgedExecute(NbGraderPreprocessor):
         os.environ.setdefault("MPLBACKEND", "Agg")
         try:
             self._start()
+            # the notebook's time starts once its kernel and judge are up: starting them is the grader's work
+            self._deadline = time.monotonic() + self.notebook_timeout
             for cell in nb.cells:
                 if cell.cell_type != "code":
                     continue
@@ -157,8 +161,23 @@ class JudgedExecute(NbGraderPreprocessor):
         return nb, resources
 
     def _left(self) -> float:
-        """Seconds the notebook has left, at most one cell's limit."""
-        return max(0.0, min(float(self.timeout), self._deadline - time.monotonic()))
+        """Seconds the notebook has left, at most one cell's limit. Its deadline moves on by the wall seconds the
+        machine took from its kernels and judges, waiting for a CPU (:mod:`..kernels.clock`)."""
+        credit = self._credit + (self.kernel.credit - self._kernel_credit if self.kernel is not None else 0.0)
+        return max(0.0, min(float(self.timeout), self._deadline + credit - time.monotonic()))
+
+    def _judge_credit(self, reply: dict | None, started: float) -> None:
+        """Add the wall seconds the judge's reply says the machine took from it and the kernel (at most what
+        :mod:`..kernels.clock` can credit of the request's time)."""
+        if reply is not None and isinstance(reply.get("credit"), (int, float)):
+            self._credit += min(max(0.0, float(reply["credit"])), (time.monotonic() - started) * (1 - 1 / STRETCH))
+
+    def _retire(self) -> None:
+        """Close the kernel, keeping the time the machine took from it."""
+        if self.kernel is not None:
+            self._credit += self.kernel.credit - self._kernel_credit
+            self.kernel.close()
+            self.kernel = None
 
     # -- kernel and judge lifecycle --------------------------------------------------------
     def _start(self) -> None:
@@ -168,6 +187,7 @@ class JudgedExecute(NbGraderPreprocessor):
             self.kernel = POOL.take(self.settings(), self.log) if self.prestart else Kernel(self.settings(), self.log)
         except Exception as exc:
             raise EnvironmentFault(f"a kernel could not start: {exc}") from None
+        self._kernel_credit = self.kernel.credit
         self.kernel.add_files(self._files)
         if self.judge is None or not self.judge.alive():
             self._start_judge()
@@ -182,17 +202,17 @@ class JudgedExecute(NbGraderPreprocessor):
         self.judge.request({"op": "allow", "names": sorted(self._allowed), "signatures": self._signatures,
                             "globals": sorted(self._globals)}, 10)
         for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
+            started = time.monotonic()
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
-                                       self.timeout + self.interrupt_grace)
+                                       self.timeout * STRETCH + self.interrupt_grace)
+            self._judge_credit(reply, started)
             if reply is None or reply["status"] != "ok":
                 why = f"{reply['ename']}: {reply['evalue']}" if reply else "the judge process did not answer"
                 raise EnvironmentFault(f"the master's locked cell {grade_id!r} fails in the judge: {why}")
 
     def _restart(self, why: str) -> bool:
         """A new kernel with every earlier kernel cell replayed; False when no more restarts are allowed."""
-        if self.kernel is not None:
-            self.kernel.close()
-            self.kernel = None
+        self._retire()
         self._restarts += 1
         if self._restarts > self.max_restarts:
             self.log.warning("kernel restarted %d times (%s): skipping the remaining cells", self.max_restarts, why)
@@ -208,9 +228,7 @@ class JudgedExecute(NbGraderPreprocessor):
                     raise RuntimeError(f"replay {status}")
         except Exception as exc:
             self.log.warning("the kernel could not be restarted: %s", exc)
-            if self.kernel is not None:
-                self.kernel.close()
-            self.kernel = None
+            self._retire()
             return False
         return True
 
@@ -289,8 +307,10 @@ class JudgedExecute(NbGraderPreprocessor):
         if self.judge is None or not self.judge.alive():
             self._start_judge()
             self.judge.request({"op": "conn"}, 10, [conn.sock.fileno()])
-        reply = self.judge.request({"op": "test", "source": cell.source, "timeout": limit, "broken": conn.broken},
-                                   limit + self.interrupt_grace + 2)
+        started = time.monotonic()  # the judge charges the limit as a Clock of itself and the kernel does
+        reply = self.judge.request({"op": "test", "source": cell.source, "timeout": limit, "broken": conn.broken,
+                                    "kernel": kernel.proc.pid}, limit * STRETCH + self.interrupt_grace + 2)
+        self._judge_credit(reply, started)
         if reply is None:  # the judge process died or did not stop: a new one grades the cells that follow
             reply = {"status": "limit", "ename": "CellTimeoutError", "broken": True,
                      "evalue": "checking what your code returned went past the grader's time or memory limit and "

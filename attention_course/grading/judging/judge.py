@@ -15,12 +15,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
+import select
 import socket
 import time
 import traceback
 
 from .. import trust, wire
 from ..cells import compiled, free_names, hidden_lines, test_line
+from ..kernels.clock import STRETCH
 from .failures import TRUSTED_PREFIXES, GradingInterrupt, KernelGone, KernelTimeout, StudentError, judge_class, remote_error
 
 
@@ -96,6 +98,9 @@ class Connection:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.deadline = None  # time.monotonic() after which the kernel has taken too long
+        #: the running cell's limit and the clock that charges it (kernel and judge; :mod:`..kernels.clock`): a
+        #: deadline passed by the wall clock only, while the machine kept them waiting for a CPU, moves on
+        self.clock, self.limit = None, 0.0
         self.broken = False
         self._callbacks: dict[int, object] = {}
         #: the line numbers of the running test cell's hidden tests, and the text the kernel sent during the cell
@@ -130,11 +135,20 @@ class Connection:
     def _recv(self):
         if self.broken:
             raise KernelGone("the kernel stopped answering earlier in this cell")
-        remaining = (self.deadline if self.deadline is not None else time.monotonic() + 120) - time.monotonic()
-        if remaining <= 0:
-            self.broken = True
-            raise KernelTimeout("the student's code took too long")
-        self.sock.settimeout(remaining)
+        while True:
+            remaining = (self.deadline if self.deadline is not None else time.monotonic() + 120) - time.monotonic()
+            if remaining <= 0 and self.clock is not None and not self.clock.past(self.limit):
+                # past the deadline by the wall clock only: the machine, not the kernel, took the time
+                self.deadline = time.monotonic() + max(0.05, self.limit - self.clock.charged())
+                continue
+            if remaining <= 0:
+                self.broken = True
+                raise KernelTimeout("the student's code took too long")
+            if select.select([self.sock], [], [], remaining)[0]:
+                break
+        # the kernel is answering: what it sends is read whole (a stream: a read cut short cannot be taken up again),
+        # stopped by the judge's own alarm if the kernel stops halfway
+        self.sock.settimeout(max(remaining, 1.0) * STRETCH)
         try:
             return wire.recv(self.sock)
         except socket.timeout:

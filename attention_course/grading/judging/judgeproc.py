@@ -23,6 +23,7 @@ import socket
 import time
 
 from .. import trust
+from ..kernels.clock import Clock
 from .failures import GradingInterrupt, KernelGone, KernelTimeout
 from .judge import Connection, Judge
 
@@ -33,7 +34,15 @@ class JudgeTimeout(GradingInterrupt):
     """The judge's own work on a cell ran past the cell's time limit."""
 
 
+#: The running cell's clock and the limit its alarm charges (:mod:`..kernels.clock`).
+_TIMER: list = [None, 0.0]
+
+
 def _alarm(signum, frame):
+    clock, limit = _TIMER
+    if clock is not None and not clock.past(limit):  # the machine, not the cell, took the time: the alarm moves on
+        signal.setitimer(signal.ITIMER_REAL, max(0.05, limit - clock.charged()))
+        return
     raise JudgeTimeout("time is up")
 
 
@@ -101,11 +110,15 @@ def serve(fd: int, settings: dict) -> int:
                 judge.conn.signatures, judge.conn.hide = judge.signatures, judge.hide
         elif op in ("locked", "test"):
             timeout = float(msg.get("timeout", 60))
+            kernel = msg.get("kernel")
+            clock = Clock(os.getpid(), kernel if isinstance(kernel, int) and kernel > 0 else None)
             conn = judge.conn
             if conn is not None:
                 conn.broken = bool(msg.get("broken"))
                 conn.deadline = time.monotonic() + timeout
+                conn.clock, conn.limit = clock, timeout
             error = None
+            _TIMER[:] = [clock, timeout + 1.0]
             signal.setitimer(signal.ITIMER_REAL, timeout + 1.0)
             try:
                 judge.run(msg["source"], fetch=(op == "test"))
@@ -113,11 +126,13 @@ def serve(fd: int, settings: dict) -> int:
                 error = exc
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                _TIMER[:] = [None, 0.0]
             if isinstance(error, JudgeTimeout) and conn is not None:
                 conn.broken = True  # the alarm may have cut a conversation with the kernel in half
             reply = outcome(error, timeout, memory, judge)
+            reply["credit"] = clock.credit()  # wall seconds not charged: the notebook's deadline moves on by them
             if conn is not None:
-                conn.deadline = None
+                conn.deadline, conn.clock = None, None
                 reply["broken"] = conn.broken
                 if conn.notes:
                     reply["notes"] = list(conn.notes)

@@ -4,7 +4,7 @@
 already (:mod:`.forkserver`), confined by :mod:`.sandbox` (namespaces, Landlock, seccomp, limits) in a root of its own
 (:mod:`.rootfs`) and a cgroup where the host delegates one (:mod:`.cgroups`), in scratch folders removed even when
 their maker is killed (:mod:`.scratch`). :mod:`.kernel_io` is the grader's side of the kernel's messages and the caps
-on what a notebook keeps.
+on what a notebook keeps; :mod:`.clock` the time a limit charges (what a hand-in's processes had of the machine).
 """
 
 from ..exports import lazy

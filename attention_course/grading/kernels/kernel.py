@@ -37,6 +37,7 @@ from jupyter_client.connect import write_connection_file
 from ..course import PACKAGE_DIR
 from ..judging.judge import Connection
 from . import cgroups, forkserver, scratch
+from .clock import Clock
 from .forkserver import Spawned
 from .kernel_io import MAX_MESSAGE_BYTES, Budget, Channels, read
 
@@ -136,6 +137,7 @@ class Kernel:
         self.proc = self.channels = self.listener = self.conn = None
         self.cgroups = cgroups.Cgroups()
         self.facts: dict = {}
+        self.credit = 0.0  # wall seconds of its cells the machine took from it (:func:`.kernel_io.read`)
         try:
             self._boot(settings, log)
         except BaseException:  # a kernel that could not start leaves nothing behind
@@ -245,9 +247,10 @@ class Kernel:
             self.log.warning("the hand-in's files could not be given to the kernel (%s)", status)
 
     def await_agent(self, msg_id: str, timeout: float) -> bool:
-        """Wait until the agent says it serves; False as soon as the request ends without it (no agent)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Wait until the agent says it serves; False as soon as the request ends without it (no agent), or after
+        ``timeout`` seconds as :class:`.clock.Clock` charges the kernel."""
+        clock = Clock(self.proc.pid)
+        while not clock.past(timeout):
             if self.conn.wait_ready(0.05):
                 return True
             if self.conn.broken:

@@ -32,6 +32,8 @@ from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 from zmq.utils.monitor import recv_monitor_message
 
+from .clock import Clock
+
 #: Defaults of :class:`.executor.JudgedExecute`'s settings of the same names.
 MAX_OUTPUT_BYTES, MAX_NOTEBOOK_OUTPUT_BYTES, MAX_MESSAGE_BYTES = 2 * 2**20, 16 * 2**20, 16 * 2**20
 #: Messages the grader's side of a socket holds before the kernel's side has to keep them (in the kernel's memory).
@@ -245,18 +247,26 @@ def _parent(msg: dict):
 
 def read(kernel, msg_id: str, timeout: float, keep: bool = True, budget: Budget | None = None):
     """Read ``kernel``'s messages (a :class:`.kernel.Kernel`) until the request ``msg_id`` is done, its idle status and
-    its reply both come: (outputs, status, execution count), status in ok, error, timeout, died. Past ``timeout`` the
-    kernel is interrupted, and killed after its grace. After a message too large to read (its connection dropped,
+    its reply both come: (outputs, status, execution count), status in ok, error, timeout, died. Past ``timeout`` (as
+    :class:`.clock.Clock` charges it; the wall seconds it did not charge are added to ``kernel.credit``) the kernel is
+    interrupted, and killed after its grace. After a message too large to read (its connection dropped,
     :meth:`Channels.dropped`) the grader connects again and asks the kernel for its info: the answer comes once the
     request is done (a kernel answers in order), and its last outputs follow."""
     channels, settings = kernel.channels, kernel.settings
     cell = Cell(settings["max_output_bytes"], budget, keep, channels.message_cap)
-    deadline = time.monotonic() + timeout
+    clock = Clock(kernel.proc.pid)  # the limit charges what the kernel had of the machine, not its wait for a CPU
+    try:
+        return _read(kernel, channels, settings, cell, clock, msg_id, timeout)
+    finally:
+        kernel.credit = getattr(kernel, "credit", 0.0) + clock.credit()
+
+
+def _read(kernel, channels, settings, cell, clock, msg_id, timeout):
     interrupted_at = probe = tail = None
     idle = replied = probe_idle = False
     while not ((idle and replied) or (tail is not None and (idle or probe_idle or time.monotonic() > tail))):
         now = time.monotonic()
-        if now > deadline and interrupted_at is None:
+        if interrupted_at is None and clock.past(timeout):
             interrupted_at = now
             kernel.proc.interrupt()
         if interrupted_at is not None and now > interrupted_at + settings["interrupt_grace"]:

@@ -1,0 +1,108 @@
+"""A machine busy with other work costs a hand-in nothing: a time limit charges what the hand-in's kernel and judge
+had of the machine (kernels/clock.py), not their wait for a CPU that other work holds.
+
+A scratch course of 01 with a 2-second cell limit and a 10-second notebook limit, graded on one CPU beside two busy
+loops pinned to it (a kernel gets a half to a third of it, by how the host weighs its cgroup, as on a machine at that
+fraction of its speed): a hand-in whose four answer cells each need 1.5 s of CPU at their top level (6 s of the
+notebook's 10), and one whose function needs 1.5 s of CPU in its first call from a test (the judge waiting for the
+kernel). Their cells and the first one's notebook run past their limits by the wall clock and stay under them in
+what they used: they earn every point. A cell that
+sleeps past the limit is stopped at it on the same loaded machine (a sleep is charged in full): its hand-in loses
+the cells that need it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from harness import BIN, read_scores, released_course
+
+from tools.submissions import Submission, read_notebook, write_class
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="Linux's /proc/<pid>/schedstat")
+
+A = "01_self_attention"
+CELL_S, CPU_S, NOTEBOOK_S = 2, 1.5, 10
+CPU = min(os.sched_getaffinity(0))
+SOLUTION = "def scaled_scores(Q, K):\n    d_k = Q.shape[-1]\n    return Q @ K.T / math.sqrt(d_k)\n"
+BURN = (f"import time as _t\n_w, _c = _t.monotonic(), _t.process_time()\nwhile _t.process_time() - _c < {CPU_S}:\n"
+        f"    pass\nprint(f'wall seconds for {CPU_S} s of CPU: {{_t.monotonic() - _w:.2f}}')\n")
+#: The notebook's own cell after the answer calls it once; its second call is the first test's, in the judge's time.
+BURN_IN_CALL = ("_calls = []\n\ndef scaled_scores(Q, K):\n    _calls.append(1)\n    if len(_calls) == 2:\n"
+                + "".join("        " + line + "\n" for line in BURN.splitlines()[:-1])
+                + "    d_k = Q.shape[-1]\n    return Q @ K.T / math.sqrt(d_k)\n")
+ROSTER = {
+    "burns-in-call": Submission("burns-in-call", "1.5 s of CPU in its first call from a test",
+                                replace={"scaled_scores": BURN_IN_CALL}),
+    "burns-in-four-cells": Submission("burns-in-four-cells", "1.5 s of CPU before each of four answers",
+                                      transform=lambda nbs: burn_before(nbs, FOUR)),
+    "sleeps": Submission("sleeps", "sleeps past the limit before its answer",
+                         replace={"scaled_scores": f"import time\ntime.sleep({3 * CELL_S})\n" + SOLUTION}),
+}
+#: Four answer cells that each burn CPU_S before their answer: 6 s of CPU, under NOTEBOOK_S in what the notebook
+#: used and past it by the wall clock on the loaded CPU (measured: about 7 s charged, 13 s by the wall clock).
+FOUR = ("project_qkv", "scaled_scores", "softmax", "self_attention")
+BUSY = "import time\nend = time.monotonic() + 300\nwhile time.monotonic() < end: pass"
+
+
+def burn_before(notebooks: dict, grade_ids) -> dict:
+    for nb in notebooks.values():
+        for c in nb["cells"]:
+            if c["metadata"].get("nbgrader", {}).get("grade_id") in grade_ids:
+                c["source"] = BURN + "".join(c["source"])
+    return notebooks
+
+
+def pin():
+    os.sched_setaffinity(0, {CPU})
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """The class graded with the grader, its kernels and two busy loops on one CPU."""
+    course = released_course(tmp_path_factory.mktemp("load"), [A])
+    with open(course / "nbgrader_config.py", "a") as f:
+        f.write(f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\n")
+    write_class(course, A, ROSTER)
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pin) for _ in range(2)]
+    try:
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        run = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
+                              "-j", "1"], cwd=course, env=env, capture_output=True, text=True, preexec_fn=pin)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert run.returncode == 0, run.stderr[-3000:]
+    return course, read_scores(course, A)
+
+
+def cell(course, student: str, grade_id: str) -> dict:
+    nb = read_notebook(course / "autograded" / student / A / "self_attention.ipynb")
+    return next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def text(c: dict) -> str:
+    return "".join(str(o.get("text", "")) + str(o.get("ename", "")) + str(o.get("evalue", "")) for o in c["outputs"])
+
+
+def test_work_slowed_past_the_limit_by_other_work_earns_every_point(loaded):
+    course, scores = loaded
+    out = text(cell(course, "burns-in-four-cells", "scaled_scores"))
+    wall = re.search(r"wall seconds for [\d.]+ s of CPU: ([\d.]+)", out)
+    assert wall, out  # the cell ran to its end
+    assert float(wall.group(1)) > CELL_S, f"the busy loops did not slow the kernel past the limit: {out}"
+    for student in ("burns-in-four-cells", "burns-in-call"):
+        lost = {g: (s, m) for g, (s, m, _) in scores[student].items() if g.startswith("test_") and s < m}
+        assert not lost, f"{student} lost {lost}"
+
+
+def test_a_sleep_past_the_limit_is_stopped_on_a_loaded_machine_too(loaded):
+    course, scores = loaded
+    out = text(cell(course, "sleeps", "scaled_scores"))
+    assert "CellTimeoutError" in out and f"longer than {CELL_S} s" in out, out
+    assert scores["sleeps"]["test_scores_values"][0] == 0, scores["sleeps"]
