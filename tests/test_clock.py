@@ -1,8 +1,8 @@
 """The time a limit charges (kernels/clock.py): a wait for a CPU that other work holds is not charged; a sleep, a
 busy loop and processes that compete with each other are, in full.
 
-Each test pins the processes it measures to one CPU with busy loops beside them where it says so, and reads a
-:class:`Clock` of them over about a second of wall time."""
+Each test pins the processes it measures to one CPU with busy loops beside them where it says so, waits until they
+have started (they print a line), and reads a :class:`Clock` of them over about a second of wall time."""
 
 from __future__ import annotations
 
@@ -18,72 +18,113 @@ from attention_course.grading.kernels.clock import STRETCH, Clock, tree, usage
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="Linux's /proc/<pid>/schedstat")
 
 BUSY = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass"
+SLEEP = "import time\ntime.sleep(30)"
 CPU = min(os.sched_getaffinity(0))
 
 
-def pinned(code: str) -> subprocess.Popen:
-    """A Python running ``code`` on :data:`CPU` alone."""
-    return subprocess.Popen([sys.executable, "-c", code], preexec_fn=lambda: os.sched_setaffinity(0, {CPU}))
+def started(code: str, children: int = 0, pin: bool = True) -> subprocess.Popen:
+    """A Python that starts ``children`` busy Pythons, says so, then runs ``code``; on :data:`CPU` alone if ``pin``."""
+    setup = (f"import subprocess, sys\nfor _ in range({children}):\n"
+             f"    subprocess.Popen([sys.executable, '-c', {BUSY!r}])\nprint('ready', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", setup + code], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, {CPU})) if pin else None)
+    assert proc.stdout.readline().strip() == "ready"
+    for _ in range(100):  # the children have started too
+        if len(tree(proc.pid)) == children + 1:
+            break
+        time.sleep(0.05)
+    return proc
 
 
-def measure(proc: subprocess.Popen, seconds: float = 1.2) -> tuple[float, float]:
-    time.sleep(0.2)  # the process has started
-    clock = Clock(proc.pid)
+def stop(proc: subprocess.Popen) -> None:
+    for pid in tree(proc.pid)[::-1]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def measure(proc: subprocess.Popen, seconds: float = 1.2) -> tuple[float, float, float]:
+    """(wall seconds, seconds charged, CPU seconds the process tree used) over ``seconds``."""
+    pids = tree(proc.pid)
+    before = sum(usage(p)[1] for p in pids)
+    clock = Clock([proc.pid], [proc.pid])
     time.sleep(seconds)
-    return clock.wall(), clock.charged()
+    wall = clock.wall()  # read first: the clock reads its own wall time, a moment later
+    charged = clock.charged()
+    return wall, charged, sum(usage(p)[1] for p in pids) - before
 
 
 @pytest.fixture
 def busy_cpu():
     """Two busy loops on :data:`CPU`: what a loaded grading machine does to a kernel's share of it."""
-    loops = [pinned(BUSY) for _ in range(2)]
+    loops = [started(BUSY) for _ in range(2)]
     yield
     for p in loops:
-        p.kill()
-        p.wait()
+        stop(p)
 
 
 def test_a_wait_for_a_cpu_others_hold_is_not_charged(busy_cpu):
-    proc = pinned(BUSY)
+    proc = started(BUSY)
     try:
-        wall, charged = measure(proc)
-        cpu = usage(proc.pid)[0]
+        wall, charged, used = measure(proc)
     finally:
-        proc.kill()
-        proc.wait()
-    assert charged < 0.7 * wall, (wall, charged)  # a third of one CPU, near enough
-    assert charged >= wall / STRETCH, (wall, charged)
-    assert cpu > 0
+        stop(proc)
+    assert charged < 0.7 * wall, (wall, charged)  # a third of one CPU at most
+    assert charged >= max(wall / STRETCH, used - 0.05), (wall, charged, used)
 
 
 def test_a_sleep_is_charged_in_full_on_a_busy_machine(busy_cpu):
-    proc = pinned("import time\ntime.sleep(30)")
+    proc = started(SLEEP)
     try:
-        wall, charged = measure(proc)
+        wall, charged, _ = measure(proc)
     finally:
-        proc.kill()
-        proc.wait()
+        stop(proc)
+    assert charged >= 0.95 * wall, (wall, charged)
+
+
+def test_a_sleep_beside_a_busy_process_of_its_own_is_charged_in_full(busy_cpu):
+    """Only the wait of the thread that runs the cell is not charged: a child of the kernel that waits for a CPU
+    beside the busy loops earns its sleeping parent nothing."""
+    proc = started(SLEEP, children=1)
+    try:
+        wall, charged, _ = measure(proc)
+    finally:
+        stop(proc)
     assert charged >= 0.95 * wall, (wall, charged)
 
 
 def test_processes_of_a_hand_in_competing_with_each_other_are_charged_in_full():
     """A kernel that starts busy processes of its own keeps its main thread waiting for a CPU; the CPU its
-    processes use is charged, so it earns nothing by it."""
-    code = f"import os, subprocess, sys\nfor _ in range(2):\n    subprocess.Popen([sys.executable, '-c', {BUSY!r}])\n{BUSY}"
-    proc = pinned(code)
+    processes use is charged, so it earns nothing by it (on an idle CPU, the whole wall time; beside other work,
+    at least all the CPU the three had)."""
+    proc = started(BUSY, children=2)
     try:
-        time.sleep(0.5)
         assert len(tree(proc.pid)) == 3, tree(proc.pid)
-        wall, charged = measure(proc)
+        wall, charged, used = measure(proc)
     finally:
-        for pid in tree(proc.pid)[::-1]:
-            os.kill(pid, 9)
-        proc.wait()
-    assert charged >= 0.85 * wall, (wall, charged)
+        stop(proc)
+    assert used > 0.1 and charged >= used - 0.05, (wall, charged, used)
+
+
+def test_a_process_started_from_another_thread_is_in_the_tree():
+    code = (f"import subprocess, sys, threading, time\n"
+            f"threading.Thread(target=lambda: subprocess.Popen([sys.executable, '-c', {BUSY!r}])).start()\n"
+            "time.sleep(30)")
+    proc = started(code, pin=False)
+    try:
+        for _ in range(100):
+            if len(tree(proc.pid)) == 2:
+                break
+            time.sleep(0.05)
+        assert len(tree(proc.pid)) == 2, tree(proc.pid)
+    finally:
+        stop(proc)
 
 
 def test_what_a_process_cannot_be_read_for_is_charged_by_the_wall_clock():
-    clock = Clock(2**22 + 12345)  # no such process
+    clock = Clock([2**22 + 12345], [2**22 + 12345])  # no such process
     time.sleep(0.3)
     assert clock.charged() == pytest.approx(clock.wall(), abs=0.01)
     assert not clock.past(10) and clock.past(0.1)

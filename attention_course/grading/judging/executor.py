@@ -142,6 +142,7 @@ class JudgedExecute(NbGraderPreprocessor):
             self._start()
             # the notebook's time starts once its kernel and judge are up: starting them is the grader's work
             self._deadline = time.monotonic() + self.notebook_timeout
+            self._credit, self._kernel_credit = 0.0, self.kernel.credit
             for cell in nb.cells:
                 if cell.cell_type != "code":
                     continue
@@ -204,7 +205,7 @@ class JudgedExecute(NbGraderPreprocessor):
         for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
             started = time.monotonic()
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
-                                       self.timeout * STRETCH + self.interrupt_grace)
+                                       (self.timeout + 1) * STRETCH + self.interrupt_grace + 2)
             self._judge_credit(reply, started)
             if reply is None or reply["status"] != "ok":
                 why = f"{reply['ename']}: {reply['evalue']}" if reply else "the judge process did not answer"
@@ -309,7 +310,7 @@ class JudgedExecute(NbGraderPreprocessor):
             self.judge.request({"op": "conn"}, 10, [conn.sock.fileno()])
         started = time.monotonic()  # the judge charges the limit as a Clock of itself and the kernel does
         reply = self.judge.request({"op": "test", "source": cell.source, "timeout": limit, "broken": conn.broken,
-                                    "kernel": kernel.proc.pid}, limit * STRETCH + self.interrupt_grace + 2)
+                                    "kernel": kernel.watched()}, (limit + 1) * STRETCH + self.interrupt_grace + 2)
         self._judge_credit(reply, started)
         if reply is None:  # the judge process died or did not stop: a new one grades the cells that follow
             reply = {"status": "limit", "ename": "CellTimeoutError", "broken": True,

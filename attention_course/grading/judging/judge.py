@@ -101,6 +101,7 @@ class Connection:
         #: the running cell's limit and the clock that charges it (kernel and judge; :mod:`..kernels.clock`): a
         #: deadline passed by the wall clock only, while the machine kept them waiting for a CPU, moves on
         self.clock, self.limit = None, 0.0
+        self.receiving = False  # reading a message the kernel has begun to send (the alarm then stops the kernel's time)
         self.broken = False
         self._callbacks: dict[int, object] = {}
         #: the line numbers of the running test cell's hidden tests, and the text the kernel sent during the cell
@@ -144,11 +145,14 @@ class Connection:
             if remaining <= 0:
                 self.broken = True
                 raise KernelTimeout("the student's code took too long")
-            if select.select([self.sock], [], [], remaining)[0]:
+            waiting = select.poll()
+            waiting.register(self.sock, select.POLLIN)
+            if waiting.poll(remaining * 1000):  # readable, or closed: wire.recv says which
                 break
         # the kernel is answering: what it sends is read whole (a stream: a read cut short cannot be taken up again),
         # stopped by the judge's own alarm if the kernel stops halfway
         self.sock.settimeout(max(remaining, 1.0) * STRETCH)
+        self.receiving = True
         try:
             return wire.recv(self.sock)
         except socket.timeout:
@@ -157,6 +161,8 @@ class Connection:
         except (wire.WireError, OSError) as exc:
             self.broken = True
             raise KernelGone(f"the kernel stopped answering ({exc})") from None
+        finally:
+            self.receiving = False
 
     def _encode_handle(self, obj):
         if isinstance(obj, Remote):

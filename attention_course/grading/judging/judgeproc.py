@@ -34,16 +34,28 @@ class JudgeTimeout(GradingInterrupt):
     """The judge's own work on a cell ran past the cell's time limit."""
 
 
-#: The running cell's clock and the limit its alarm charges (:mod:`..kernels.clock`).
-_TIMER: list = [None, 0.0]
+#: The running cell's clock, the limit its alarm charges (:mod:`..kernels.clock`) and its connection to the kernel.
+_TIMER: list = [None, 0.0, None]
 
 
 def _alarm(signum, frame):
-    clock, limit = _TIMER
-    if clock is not None and not clock.past(limit):  # the machine, not the cell, took the time: the alarm moves on
+    clock, limit, conn = _TIMER
+    if clock is None:  # no cell is running: an alarm that came due as the last one ended
+        return
+    if clock.busy:  # the alarm interrupted a reading of the same clock: read it a moment later
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        return
+    if not clock.past(limit):  # the machine, not the cell, took the time: the alarm moves on
         signal.setitimer(signal.ITIMER_REAL, max(0.05, limit - clock.charged()))
         return
+    if conn is not None and conn.receiving:  # stopped halfway through what the kernel sends: the kernel's time
+        conn.broken = True
+        raise KernelTimeout("the student's code took too long")
     raise JudgeTimeout("time is up")
+
+
+def _number(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def outcome(exc: BaseException | None, timeout: float, memory_bytes: int, judge: Judge | None = None) -> dict:
@@ -110,23 +122,25 @@ def serve(fd: int, settings: dict) -> int:
                 judge.conn.signatures, judge.conn.hide = judge.signatures, judge.hide
         elif op in ("locked", "test"):
             timeout = float(msg.get("timeout", 60))
-            kernel = msg.get("kernel")
-            clock = Clock(os.getpid(), kernel if isinstance(kernel, int) and kernel > 0 else None)
+            kernel = msg.get("kernel") if isinstance(msg.get("kernel"), dict) else {}  # Kernel.watched(), for a test
+            me, cgroups = os.getpid(), kernel.get("cgroups")
+            clock = Clock([me, _number(kernel.get("root"))], [me, _number(kernel.get("main"))],
+                          [c for c in cgroups if isinstance(c, str)] if isinstance(cgroups, list) else [])
             conn = judge.conn
             if conn is not None:
                 conn.broken = bool(msg.get("broken"))
                 conn.deadline = time.monotonic() + timeout
                 conn.clock, conn.limit = clock, timeout
             error = None
-            _TIMER[:] = [clock, timeout + 1.0]
+            _TIMER[:] = [clock, timeout + 1.0, conn]
             signal.setitimer(signal.ITIMER_REAL, timeout + 1.0)
             try:
                 judge.run(msg["source"], fetch=(op == "test"))
             except BaseException as exc:  # every failure, our own limits included, is this cell's result
                 error = exc
             finally:
+                _TIMER[:] = [None, 0.0, None]  # first: an alarm due now finds no cell and does nothing
                 signal.setitimer(signal.ITIMER_REAL, 0)
-                _TIMER[:] = [None, 0.0]
             if isinstance(error, JudgeTimeout) and conn is not None:
                 conn.broken = True  # the alarm may have cut a conversation with the kernel in half
             reply = outcome(error, timeout, memory, judge)

@@ -141,6 +141,15 @@ class Cgroups:
             return stat
         return {}
 
+    def cpu_files(self) -> list[str]:
+        """The files that count the CPU time of every process of the kernel (:func:`.clock.cgroup_cpu`): v2
+        ``cpu.stat``, v1 ``cpuacct.usage`` where the host mounts cpuacct with cpu; none without a cpu cgroup."""
+        for version, controller, d in self.dirs:
+            if controller == "cpu":
+                name = "cpu.stat" if version == 2 else "cpuacct.usage"
+                return [str(d / name)] if (d / name).is_file() else []
+        return []
+
     def kill(self) -> None:
         """Kill every process in the kernel's cgroups and remove them."""
         for version, _, d in self.dirs:

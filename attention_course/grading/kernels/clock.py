@@ -8,20 +8,25 @@ a wall-clock limit charges that wait to the student, which is charging her for t
 A :class:`Clock` watches a hand-in's processes (a kernel and what it started, the judge checking its results) and
 charges, since it started,
 
-    max(the CPU time the processes used, the wall time less the time their main threads waited for a CPU,
+    max(the CPU time they used, the wall time less the time their executing threads waited for a CPU,
         the wall time / STRETCH)
 
-Waiting for a CPU is Linux's ``run_delay`` (``/proc/<pid>/schedstat``): the time a thread was ready to run and did
-not. A sleep, a blocking read and a busy loop are all charged in full, as by the wall clock, on an idle machine and a
-loaded one alike; only a wait for a CPU is not. The CPU term keeps a hand-in from earning time with processes of its
-own that compete with each other (what they run is charged); ``STRETCH`` bounds what any hand-in can earn: a limit
-never lets a cell run longer than ``STRETCH`` times its length by the wall clock. Where ``/proc`` tells nothing (not
-Linux, a process this user cannot read), nothing is credited and the limit is the wall clock's.
+(never more than the wall time). Waiting for a CPU is Linux's ``run_delay`` (``/proc/<pid>/schedstat``): the time a
+thread was ready to run and did not. It is read for the threads that run the cell alone: the kernel's main thread
+(the process the agent connected from, :attr:`.kernel.Kernel.main_pid`) and the judge's. A sleep, a blocking read
+and a busy loop are charged in full, on an idle machine and a loaded one alike; only a wait for a CPU is not. The CPU
+term, read for every process of the trees and, where the kernel has a cpu cgroup, for the whole cgroup (which holds
+every process the kernel started, whoever its parent is now), keeps a hand-in from earning time with processes or
+threads of its own that compete with its main thread (what they run is charged). ``STRETCH`` bounds what any hand-in
+can earn: no limit lets a cell run longer than ``STRETCH`` times its length by the wall clock. Where ``/proc`` tells
+nothing (not Linux, a process this user cannot read), nothing is credited and the limit is the wall clock's.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import time
 
 #: A limit of ``t`` seconds stops a cell after ``STRETCH * t`` seconds by the wall clock at the latest, however
@@ -29,6 +34,9 @@ import time
 STRETCH = 4.0
 #: At most this many processes of a tree are read (a kernel that forks without end is stopped by its process cap).
 MAX_PROCESSES = 256
+#: Readings closer together than this reuse the last one (a kernel flooding messages past its limit is read from
+#: ``/proc`` at most this often), charging all wall time since it.
+MIN_INTERVAL = 0.05
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -41,69 +49,113 @@ def _read(path: str) -> str:
 
 
 def tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (breadth first, at most :data:`MAX_PROCESSES`), as ``/proc`` lists them now."""
+    """``pid`` and its descendants (breadth first, at most :data:`MAX_PROCESSES`), as ``/proc`` lists them now: the
+    children of every thread, not only of the main one."""
     found, todo = [], [pid]
     while todo and len(found) < MAX_PROCESSES:
         p = todo.pop(0)
+        if p in found:
+            continue
         found.append(p)
-        for task in _read(f"/proc/{p}/task/{p}/children").split():
-            if task.isdigit():
-                todo.append(int(task))
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            tasks = []
+        for task in tasks:
+            todo.extend(int(c) for c in _read(f"/proc/{p}/task/{task}/children").split() if c.isdigit())
     return found
 
 
-def usage(pid: int) -> tuple[float, float]:
-    """(CPU seconds the process used, its threads and waited-for children included; seconds its main thread waited,
-    runnable, for a CPU). (0, 0) where ``/proc`` does not tell."""
-    stat = _read(f"/proc/{pid}/stat")
-    cpu = 0.0
-    fields = stat.rpartition(")")[2].split()
-    if len(fields) > 14:  # after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
-        try:
-            cpu = sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
-        except ValueError:
-            cpu = 0.0
+def usage(pid: int) -> tuple[int, float]:
+    """(the process's start time in clock ticks, which tells it from a later process of the same pid; the CPU
+    seconds it used, its threads and waited-for children included). (0, 0.0) where ``/proc`` does not tell."""
+    fields = _read(f"/proc/{pid}/stat").rpartition(")")[2].split()
+    try:  # after the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14) ... starttime(19)
+        return int(fields[19]), sum(int(fields[i]) for i in (11, 12, 13, 14)) / _TICK
+    except (IndexError, ValueError):
+        return 0, 0.0
+
+
+def waited(pid: int) -> float:
+    """Seconds the process's main thread has waited, runnable, for a CPU (0 where ``/proc`` does not tell)."""
     sched = _read(f"/proc/{pid}/schedstat").split()
     try:
-        waited = int(sched[1]) / 1e9 if len(sched) >= 2 else 0.0
-    except ValueError:
-        waited = 0.0
-    return cpu, waited
+        return int(sched[1]) / 1e9
+    except (IndexError, ValueError):
+        return 0.0
+
+
+def cgroup_cpu(path: str) -> float:
+    """CPU seconds a cgroup's processes used: v2 ``cpu.stat`` (``usage_usec``), v1 ``cpuacct.usage`` (ns)."""
+    text = _read(path)
+    try:
+        if path.endswith("cpu.stat"):
+            return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("usage_usec ")) / 1e6
+        return int(text) / 1e9
+    except (StopIteration, IndexError, ValueError):
+        return 0.0
+
+
+def peer_pid(sock: socket.socket) -> int | None:
+    """The pid (in this process's namespace) of the process at the other end of a Unix socket when it connected."""
+    try:
+        pid, _, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except (OSError, AttributeError):
+        return None
+    return pid or None
 
 
 class Clock:
-    """Seconds charged to the processes it watches since it started (see the module's text). ``watch`` adds a root
-    (its descendants are found at each reading); a process that ends keeps what it was last read to have used."""
+    """Seconds charged to the processes it watches since it started (see the module's text).
 
-    def __init__(self, *roots: int):
+    ``roots``: the processes whose trees' CPU is charged (their descendants are found at each reading; a process
+    that ends keeps what it was last read to have used); ``mains``: the processes whose main thread's wait for a
+    CPU is not charged (the threads that run the cell); ``cgroups``: cgroup CPU counters of the kernel
+    (:func:`cgroup_cpu`)."""
+
+    def __init__(self, roots=(), mains=(), cgroups=()):
         self.start = time.monotonic()
-        self._roots: list[int] = []
-        self._base: dict[int, tuple[float, float]] = {}
-        self._last: dict[int, tuple[float, float]] = {}
-        for root in roots:
-            self.watch(root)
-
-    def watch(self, root: int | None) -> None:
-        if root is None or root in self._roots:
-            return
-        self._roots.append(root)
-        for pid in tree(root):
-            self._base.setdefault(pid, usage(pid))
+        self._roots = [r for r in roots if r]
+        self._mains = {m: waited(m) for m in mains if m}
+        self._cgroups = {c: cgroup_cpu(c) for c in cgroups if c}
+        self._base: dict[tuple[int, int], float] = {}
+        self._last: dict[tuple[int, int], float] = {}
+        self._reading = False
+        self._read_at, self._charged = self.start, 0.0
+        for root in self._roots:
+            for pid in tree(root):
+                key_start, cpu = usage(pid)
+                self._base.setdefault((pid, key_start), cpu)
 
     def wall(self) -> float:
         return time.monotonic() - self.start
 
+    @property
+    def busy(self) -> bool:
+        """Whether a reading is under way (a signal handler that interrupts one must not start another)."""
+        return self._reading
+
     def charged(self) -> float:
-        wall = self.wall()
-        for root in self._roots:
-            for pid in tree(root):
-                now = usage(pid)
-                self._base.setdefault(pid, (0.0, 0.0))  # started since: all it used is in the window
-                last = self._last.get(pid, now)
-                self._last[pid] = (max(now[0], last[0]), max(now[1], last[1]))
-        cpu = sum(max(0.0, last[0] - self._base[pid][0]) for pid, last in self._last.items())
-        waited = sum(max(0.0, last[1] - self._base[pid][1]) for pid, last in self._last.items())
-        return min(wall, max(cpu, wall - waited, wall / STRETCH))
+        now = time.monotonic()
+        wall = now - self.start
+        if now - self._read_at < MIN_INTERVAL or self._reading:
+            return min(wall, self._charged + (now - self._read_at))
+        self._reading = True
+        try:
+            for root in self._roots:
+                for pid in tree(root):
+                    key_start, cpu = usage(pid)
+                    key = (pid, key_start)
+                    self._base.setdefault(key, 0.0)  # started since: all it used is in the window
+                    self._last[key] = max(cpu, self._last.get(key, cpu))
+            cpu = sum(max(0.0, last - self._base[key]) for key, last in list(self._last.items()))
+            cpu = max([cpu] + [cgroup_cpu(c) - base for c, base in self._cgroups.items()])
+            delay = sum(max(0.0, waited(m) - base) for m, base in self._mains.items())
+            self._charged = min(wall, max(cpu, wall - delay, wall / STRETCH))
+            self._read_at = now
+        finally:
+            self._reading = False
+        return self._charged
 
     def credit(self) -> float:
         """Wall seconds not charged so far: the time the machine took from the watched processes."""

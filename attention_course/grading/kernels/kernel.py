@@ -37,7 +37,7 @@ from jupyter_client.connect import write_connection_file
 from ..course import PACKAGE_DIR
 from ..judging.judge import Connection
 from . import cgroups, forkserver, scratch
-from .clock import Clock
+from .clock import Clock, peer_pid
 from .forkserver import Spawned
 from .kernel_io import MAX_MESSAGE_BYTES, Budget, Channels, read
 
@@ -138,6 +138,7 @@ class Kernel:
         self.cgroups = cgroups.Cgroups()
         self.facts: dict = {}
         self.credit = 0.0  # wall seconds of its cells the machine took from it (:func:`.kernel_io.read`)
+        self.main_pid = None
         try:
             self._boot(settings, log)
         except BaseException:  # a kernel that could not start leaves nothing behind
@@ -187,6 +188,7 @@ class Kernel:
         if status != "ok":
             raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
         sock, _ = self.listener.accept()
+        self.main_pid = peer_pid(sock)  # the kernel's own process: the agent connected from it, before any student code
         self.conn = Connection(sock)
         if settings["preload"]:  # heavy imports, done before any student code runs
             self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
@@ -246,10 +248,19 @@ class Kernel:
         if status != "ok":
             self.log.warning("the hand-in's files could not be given to the kernel (%s)", status)
 
+    def watched(self) -> dict:
+        """What a :class:`.clock.Clock` of this kernel watches: its process tree, its main thread, its cpu cgroup."""
+        return {"root": self.proc.pid, "main": self.main_pid or self.proc.pid, "cgroups": self.cgroups.cpu_files()}
+
+    def clock(self, *more_roots: int) -> Clock:
+        """A :class:`.clock.Clock` of this kernel (and of ``more_roots``, whose own main threads count as run)."""
+        w = self.watched()
+        return Clock([w["root"], *more_roots], [w["main"], *more_roots], w["cgroups"])
+
     def await_agent(self, msg_id: str, timeout: float) -> bool:
         """Wait until the agent says it serves; False as soon as the request ends without it (no agent), or after
         ``timeout`` seconds as :class:`.clock.Clock` charges the kernel."""
-        clock = Clock(self.proc.pid)
+        clock = self.clock()
         while not clock.past(timeout):
             if self.conn.wait_ready(0.05):
                 return True

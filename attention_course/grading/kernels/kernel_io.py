@@ -249,34 +249,40 @@ def read(kernel, msg_id: str, timeout: float, keep: bool = True, budget: Budget 
     """Read ``kernel``'s messages (a :class:`.kernel.Kernel`) until the request ``msg_id`` is done, its idle status and
     its reply both come: (outputs, status, execution count), status in ok, error, timeout, died. Past ``timeout`` (as
     :class:`.clock.Clock` charges it; the wall seconds it did not charge are added to ``kernel.credit``) the kernel is
-    interrupted, and killed after its grace. After a message too large to read (its connection dropped,
+    interrupted, and killed after its grace (charged alike). After a message too large to read (its connection dropped,
     :meth:`Channels.dropped`) the grader connects again and asks the kernel for its info: the answer comes once the
     request is done (a kernel answers in order), and its last outputs follow."""
     channels, settings = kernel.channels, kernel.settings
     cell = Cell(settings["max_output_bytes"], budget, keep, channels.message_cap)
-    clock = Clock(kernel.proc.pid)  # the limit charges what the kernel had of the machine, not its wait for a CPU
+    clock = kernel_clock(kernel)  # the limit charges what the kernel had of the machine, not its wait for a CPU
     try:
         return _read(kernel, channels, settings, cell, clock, msg_id, timeout)
     finally:
         kernel.credit = getattr(kernel, "credit", 0.0) + clock.credit()
 
 
+def kernel_clock(kernel) -> Clock:
+    """A :class:`.clock.Clock` of ``kernel`` (:meth:`.kernel.Kernel.clock`; of its process tree alone for a kernel
+    object that cannot say more)."""
+    make = getattr(kernel, "clock", None)
+    return make() if callable(make) else Clock([kernel.proc.pid], [kernel.proc.pid])
+
+
 def _read(kernel, channels, settings, cell, clock, msg_id, timeout):
-    interrupted_at = probe = tail = None
+    interrupted = probe = tail = None
     idle = replied = probe_idle = False
     while not ((idle and replied) or (tail is not None and (idle or probe_idle or time.monotonic() > tail))):
-        now = time.monotonic()
-        if interrupted_at is None and clock.past(timeout):
-            interrupted_at = now
+        if interrupted is None and clock.past(timeout):
+            interrupted = kernel_clock(kernel)  # its grace is charged as its limit is
             kernel.proc.interrupt()
-        if interrupted_at is not None and now > interrupted_at + settings["interrupt_grace"]:
+        if interrupted is not None and interrupted.past(settings["interrupt_grace"]):
             kernel.kill()
             return cell.finish(), "timeout", cell.count
         dropped = channels.dropped()
         if dropped:
             time.sleep(0.05)  # a kernel that died closed its sockets first: not a refusal
             if not kernel.alive():
-                return cell.finish(), ("timeout" if interrupted_at else "died"), cell.count
+                return cell.finish(), ("timeout" if interrupted else "died"), cell.count
             cell.dropped(dropped)
             if cell.refused >= MAX_REFUSED:  # a kernel that floods the grader with what it cannot read: stopped
                 kernel.kill()
@@ -303,8 +309,8 @@ def _read(kernel, channels, settings, cell, clock, msg_id, timeout):
             elif parent == msg_id:
                 cell.add(msg)
         if not ready and not kernel.alive():
-            return cell.finish(), ("timeout" if interrupted_at else "died"), cell.count
-    return cell.finish(), "timeout" if interrupted_at else "error" if cell.error else "ok", cell.count
+            return cell.finish(), ("timeout" if interrupted else "died"), cell.count
+    return cell.finish(), "timeout" if interrupted else "error" if cell.error else "ok", cell.count
 
 
 class Channels:
