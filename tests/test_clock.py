@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from attention_course.grading.kernels.clock import STRETCH, Clock, tree, usage
+from attention_course.grading.kernels import cgroups
+from attention_course.grading.kernels.clock import STRETCH, Clock, cgroup_cpu, tree, usage
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/schedstat"), reason="Linux's /proc/<pid>/schedstat")
 
@@ -45,11 +46,12 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def measure(proc: subprocess.Popen, seconds: float = 1.2) -> tuple[float, float, float]:
-    """(wall seconds, seconds charged, CPU seconds the process tree used) over ``seconds``."""
+def measure(proc: subprocess.Popen, seconds: float = 1.2, **party) -> tuple[float, float, float]:
+    """(wall seconds, seconds charged, CPU seconds the process tree used) over ``seconds``, by a clock of ``proc``
+    whose CPU is all counted (``whole``) unless ``party`` says otherwise."""
     pids = tree(proc.pid)
     before = sum(usage(p)[1] for p in pids)
-    clock = Clock([proc.pid], [proc.pid])
+    clock = Clock({"root": proc.pid, "main": proc.pid, "whole": True, **party})
     time.sleep(seconds)
     wall = clock.wall()  # read first: the clock reads its own wall time, a moment later
     charged = clock.charged()
@@ -73,6 +75,26 @@ def test_a_wait_for_a_cpu_others_hold_is_not_charged(busy_cpu):
         stop(proc)
     assert charged < 0.7 * wall, (wall, charged)  # a third of one CPU at most
     assert charged >= max(wall / STRETCH, used - 0.05), (wall, charged, used)
+
+
+def test_nothing_is_credited_where_not_all_a_hand_ins_cpu_is_counted(busy_cpu):
+    """Without a cgroup counting every process of it, a kernel's children that end unwaited go unseen: its wait
+    for a CPU is then charged, as by the wall clock."""
+    proc = started(BUSY)
+    try:
+        wall, charged, _ = measure(proc, whole=False)
+    finally:
+        stop(proc)
+    assert charged >= 0.95 * wall, (wall, charged)
+
+
+def test_a_main_thread_that_lowers_its_own_priority_earns_nothing(busy_cpu):
+    proc = started("import os\nos.nice(19)\n" + BUSY)
+    try:
+        wall, charged, _ = measure(proc)
+    finally:
+        stop(proc)
+    assert charged >= 0.95 * wall, (wall, charged)
 
 
 def test_a_sleep_is_charged_in_full_on_a_busy_machine(busy_cpu):
@@ -123,8 +145,38 @@ def test_a_process_started_from_another_thread_is_in_the_tree():
         stop(proc)
 
 
+#: A main thread that loops beside children of 10 ms each that nobody waits for (SIGCHLD ignored): what they use
+#: never reaches a process of the tree, only the cgroup's counter.
+UNWAITED = ("import os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\nend = time.monotonic() + 30\n"
+            "while time.monotonic() < end:\n    if os.fork() == 0:\n        t = time.monotonic() + 0.01\n"
+            "        while time.monotonic() < t: pass\n        os._exit(0)\n    t = time.monotonic() + 0.01\n"
+            "    while time.monotonic() < t: pass\n")
+
+
+def test_children_that_end_unwaited_are_charged_through_the_cgroup(busy_cpu):
+    groups = cgroups.create(f"attention-clock-{os.getpid()}", 2**30, 64) if os.geteuid() == 0 else cgroups.Cgroups()
+    try:
+        files = groups.cpu_files()
+        if not files:
+            pytest.skip("no cgroup counts a process's CPU here (root and a cpu or cpuacct hierarchy)")
+        setup = "import os\nos.sched_setaffinity(0, {%d})\n" % CPU
+        proc = subprocess.Popen([sys.executable, "-c", setup + "print('ready', flush=True)\n" + UNWAITED],
+                                stdout=subprocess.PIPE, text=True, preexec_fn=lambda: cgroups.join(groups.procs_files))
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            counted = cgroup_cpu(files[0])
+            wall, charged, seen = measure(proc, whole=False, cgroups=files)
+            counted = cgroup_cpu(files[0]) - counted
+        finally:
+            stop(proc)
+    finally:
+        groups.kill()
+    assert counted > 1.5 * seen, (counted, seen)  # the children are out of the tree's sight
+    assert charged >= counted - 0.05, (wall, charged, counted)
+
+
 def test_what_a_process_cannot_be_read_for_is_charged_by_the_wall_clock():
-    clock = Clock([2**22 + 12345], [2**22 + 12345])  # no such process
+    clock = Clock({"root": 2**22 + 12345, "main": 2**22 + 12345, "whole": True})  # no such process
     time.sleep(0.3)
     assert clock.charged() == pytest.approx(clock.wall(), abs=0.01)
     assert not clock.past(10) and clock.past(0.1)

@@ -28,7 +28,7 @@ from .. import trust
 from ..kernels import forkserver
 from ..kernels.kernel import POOL, SERVE, Kernel
 from ..kernels.kernel_io import MAX_MESSAGE_BYTES, MAX_NOTEBOOK_OUTPUT_BYTES, MAX_OUTPUT_BYTES, Budget
-from ..kernels.clock import STRETCH
+from ..kernels.clock import STRETCH, Clock
 from .judgeproc import JudgeProcess
 
 
@@ -205,7 +205,7 @@ class JudgedExecute(NbGraderPreprocessor):
         for grade_id, source in self._locked:  # the master's cells alone: a failure is never the student's
             started = time.monotonic()
             reply = self.judge.request({"op": "locked", "source": source, "timeout": self.timeout},
-                                       (self.timeout + 1) * STRETCH + self.interrupt_grace + 2)
+                                       self.timeout + 1 + self.interrupt_grace + 2, clock=Clock(self.judge.watched()))
             self._judge_credit(reply, started)
             if reply is None or reply["status"] != "ok":
                 why = f"{reply['ename']}: {reply['evalue']}" if reply else "the judge process did not answer"
@@ -310,7 +310,8 @@ class JudgedExecute(NbGraderPreprocessor):
             self.judge.request({"op": "conn"}, 10, [conn.sock.fileno()])
         started = time.monotonic()  # the judge charges the limit as a Clock of itself and the kernel does
         reply = self.judge.request({"op": "test", "source": cell.source, "timeout": limit, "broken": conn.broken,
-                                    "kernel": kernel.watched()}, (limit + 1) * STRETCH + self.interrupt_grace + 2)
+                                    "kernel": kernel.watched()}, limit + 1 + self.interrupt_grace + 2,
+                                   clock=Clock(self.judge.watched(), kernel.watched()))
         self._judge_credit(reply, started)
         if reply is None:  # the judge process died or did not stop: a new one grades the cells that follow
             reply = {"status": "limit", "ename": "CellTimeoutError", "broken": True,

@@ -123,9 +123,10 @@ def serve(fd: int, settings: dict) -> int:
         elif op in ("locked", "test"):
             timeout = float(msg.get("timeout", 60))
             kernel = msg.get("kernel") if isinstance(msg.get("kernel"), dict) else {}  # Kernel.watched(), for a test
-            me, cgroups = os.getpid(), kernel.get("cgroups")
-            clock = Clock([me, _number(kernel.get("root"))], [me, _number(kernel.get("main"))],
-                          [c for c in cgroups if isinstance(c, str)] if isinstance(cgroups, list) else [])
+            cgroups = kernel.get("cgroups") if isinstance(kernel.get("cgroups"), list) else []
+            clock = Clock({"root": os.getpid(), "main": os.getpid(), "whole": True},  # the judge starts no process
+                          {"root": _number(kernel.get("root")), "main": _number(kernel.get("main")),
+                           "cgroups": [c for c in cgroups if isinstance(c, str)]})
             conn = judge.conn
             if conn is not None:
                 conn.broken = bool(msg.get("broken"))
@@ -168,15 +169,30 @@ class JudgeProcess:
             theirs.close()
         self.sock = ours
 
-    def request(self, msg: dict, timeout: float, fds: list[int] = ()) -> dict | None:
-        """Send one request and wait for its answer; None (and the process is killed) past ``timeout``."""
+    def watched(self) -> dict:
+        """The judge as a :class:`..kernels.clock.Clock` watches it: it starts no process of its own."""
+        return {"root": self.proc.pid, "main": self.proc.pid, "whole": True}
+
+    def request(self, msg: dict, timeout: float, fds: list[int] = (), clock: Clock | None = None) -> dict | None:
+        """Send one request and wait for its answer; None (and the process is killed) past ``timeout`` (as ``clock``
+        charges it, where one is given)."""
         if self.sock is None:
             return None
         try:
             socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
-            self.sock.settimeout(timeout)
-            data = self.sock.recv(_MAX_PACKET)
-        except OSError:  # socket.timeout included
+            while True:  # one packet a message: a wait cut short loses nothing
+                spent = clock.charged() if clock is not None and clock.wall() > timeout else \
+                    (clock.wall() if clock is not None else 0.0)
+                if spent >= timeout:
+                    raise TimeoutError
+                self.sock.settimeout(max(0.05, timeout - spent))
+                try:
+                    data = self.sock.recv(_MAX_PACKET)
+                    break
+                except socket.timeout:
+                    if clock is None:
+                        raise
+        except OSError:  # socket.timeout and TimeoutError included
             data = b""
         if not data:
             self.close()

@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
+#: Taken where a v1 host mounts it apart from ``cpu`` (v2 counts CPU time in ``cpu.stat``): nothing is capped, it only
+#: counts the CPU time of every process of the kernel, which :mod:`.clock` charges.
+ACCOUNTING = ("cpuacct",)
 #: A kernel's share of the CPU, in cores: what its processes together may use (the cgroup's quota).
 CPU_CORES = 1.0
 CPU_PERIOD_US = 100_000
@@ -69,11 +72,11 @@ def layout(root: Path = ROOT, self_cgroup: str | None = None) -> Layout:
             unified = path
             continue
         for controller in controllers.split(","):
-            if controller in CONTROLLERS:
+            if controller in CONTROLLERS or controller in ACCOUNTING:
                 base = root / controller / path.lstrip("/")
                 if base.is_dir() and os.access(base, os.W_OK):
                     found.places[controller] = (1, base)
-                else:
+                elif controller in CONTROLLERS:
                     found.notes.append(f"cgroup v1 {controller} folder {base} is not writable")
     v2 = _v2_root(root)
     missing = [c for c in CONTROLLERS if c not in found.places]
@@ -142,12 +145,13 @@ class Cgroups:
         return {}
 
     def cpu_files(self) -> list[str]:
-        """The files that count the CPU time of every process of the kernel (:func:`.clock.cgroup_cpu`): v2
-        ``cpu.stat``, v1 ``cpuacct.usage`` where the host mounts cpuacct with cpu; none without a cpu cgroup."""
+        """The file that counts the CPU time of every process of the kernel (:func:`.clock.cgroup_cpu`): v2
+        ``cpu.stat``, v1 ``cpuacct.usage`` (with cpu or apart); none without either."""
+        names = {(2, "cpu"): "cpu.stat", (1, "cpu"): "cpuacct.usage", (1, "cpuacct"): "cpuacct.usage"}
         for version, controller, d in self.dirs:
-            if controller == "cpu":
-                name = "cpu.stat" if version == 2 else "cpuacct.usage"
-                return [str(d / name)] if (d / name).is_file() else []
+            name = names.get((version, controller))
+            if name and (d / name).is_file():
+                return [str(d / name)]
         return []
 
     def kill(self) -> None:
@@ -186,7 +190,8 @@ def create(name: str, memory_bytes: int, processes: int, root: Path = ROOT,
     where = layout(root, self_cgroup)
     quota = max(1000, int(cpu_cores * CPU_PERIOD_US))
     limits = {1: {"memory": [("memory.limit_in_bytes", memory_bytes)], "pids": [("pids.max", processes)],
-                  "cpu": [("cpu.shares", 1024), ("cpu.cfs_period_us", CPU_PERIOD_US), ("cpu.cfs_quota_us", quota)]},
+                  "cpu": [("cpu.shares", 1024), ("cpu.cfs_period_us", CPU_PERIOD_US), ("cpu.cfs_quota_us", quota)],
+                  "cpuacct": []},
               2: {"memory": [("memory.max", memory_bytes), ("memory.swap.max", 0)], "pids": [("pids.max", processes)],
                   "cpu": [("cpu.weight", 100), ("cpu.max", f"{quota} {CPU_PERIOD_US}")]}}
     for controller, (version, base) in sorted(where.places.items()):

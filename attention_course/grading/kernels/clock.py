@@ -15,11 +15,13 @@ charges, since it started,
 thread was ready to run and did not. It is read for the threads that run the cell alone: the kernel's main thread
 (the process the agent connected from, :attr:`.kernel.Kernel.main_pid`) and the judge's. A sleep, a blocking read
 and a busy loop are charged in full, on an idle machine and a loaded one alike; only a wait for a CPU is not. The CPU
-term, read for every process of the trees and, where the kernel has a cpu cgroup, for the whole cgroup (which holds
-every process the kernel started, whoever its parent is now), keeps a hand-in from earning time with processes or
-threads of its own that compete with its main thread (what they run is charged). ``STRETCH`` bounds what any hand-in
-can earn: no limit lets a cell run longer than ``STRETCH`` times its length by the wall clock. Where ``/proc`` tells
-nothing (not Linux, a process this user cannot read), nothing is credited and the limit is the wall clock's.
+term keeps a hand-in from earning time with processes or threads of its own that compete with its main thread: what
+they run is charged. So a kernel's wait is credited only where all its CPU is counted, by its cgroup (``cpuacct.usage``
+or v2 ``cpu.stat``: every process it started, whoever its parent is now, reaped or not), and never while its main
+thread has lowered its own priority (a nice value above 0, an idle or batch policy); a process tree alone loses
+children that end unwaited. ``STRETCH`` bounds what any hand-in can earn: no limit lets a cell run longer than
+``STRETCH`` times its length by the wall clock. Where ``/proc`` or the cgroup tells nothing (not Linux, a process this
+user cannot read, a host without cgroups), nothing is credited and the limit is the wall clock's.
 """
 
 from __future__ import annotations
@@ -85,6 +87,16 @@ def waited(pid: int) -> float:
         return 0.0
 
 
+def yields(pid: int) -> bool:
+    """Whether the process's main thread has lowered its own priority (a nice value above 0, or a policy other than
+    the ordinary one): its waits for a CPU are then its own choice. True where ``/proc`` does not tell."""
+    fields = _read(f"/proc/{pid}/stat").rpartition(")")[2].split()
+    try:  # nice(16), policy(38)
+        return int(fields[16]) > 0 or int(fields[38]) != 0
+    except (IndexError, ValueError):
+        return True
+
+
 def cgroup_cpu(path: str) -> float:
     """CPU seconds a cgroup's processes used: v2 ``cpu.stat`` (``usage_usec``), v1 ``cpuacct.usage`` (ns)."""
     text = _read(path)
@@ -108,24 +120,28 @@ def peer_pid(sock: socket.socket) -> int | None:
 class Clock:
     """Seconds charged to the processes it watches since it started (see the module's text).
 
-    ``roots``: the processes whose trees' CPU is charged (their descendants are found at each reading; a process
-    that ends keeps what it was last read to have used); ``mains``: the processes whose main thread's wait for a
-    CPU is not charged (the threads that run the cell); ``cgroups``: cgroup CPU counters of the kernel
-    (:func:`cgroup_cpu`)."""
+    Each of ``watched`` is one party: ``{"root": pid, "main": pid, "cgroups": [files], "whole": bool}``. The CPU of
+    the root's process tree is charged (its descendants are found at each reading; a process that ends keeps what it
+    was last read to have used), or that of its cgroup counters where they counted more; the main thread's wait for
+    a CPU is not charged where the party's CPU is all counted: its cgroup counts it, or it is ``whole`` (the judge,
+    which starts no process). :meth:`.kernel.Kernel.watched` is a kernel's party."""
 
-    def __init__(self, roots=(), mains=(), cgroups=()):
+    def __init__(self, *watched: dict):
         self.start = time.monotonic()
-        self._roots = [r for r in roots if r]
-        self._mains = {m: waited(m) for m in mains if m}
-        self._cgroups = {c: cgroup_cpu(c) for c in cgroups if c}
-        self._base: dict[tuple[int, int], float] = {}
-        self._last: dict[tuple[int, int], float] = {}
-        self._reading = False
-        self._read_at, self._charged = self.start, 0.0
-        for root in self._roots:
+        self._parties = []
+        for party in watched:
+            root, main, files = party.get("root"), party.get("main"), [c for c in party.get("cgroups") or () if c]
+            if not root:
+                continue
+            credited = main if main and (files or party.get("whole")) else None
+            base = {}
             for pid in tree(root):
                 key_start, cpu = usage(pid)
-                self._base.setdefault((pid, key_start), cpu)
+                base.setdefault((pid, key_start), cpu)
+            self._parties.append({"root": root, "main": credited, "waited": waited(credited) if credited else 0.0,
+                                  "cgroups": {c: cgroup_cpu(c) for c in files}, "base": base, "last": {}})
+        self._reading = False
+        self._read_at, self._charged = self.start, 0.0
 
     def wall(self) -> float:
         return time.monotonic() - self.start
@@ -142,15 +158,19 @@ class Clock:
             return min(wall, self._charged + (now - self._read_at))
         self._reading = True
         try:
-            for root in self._roots:
-                for pid in tree(root):
-                    key_start, cpu = usage(pid)
+            cpu = delay = 0.0
+            for party in self._parties:
+                base, last = party["base"], party["last"]
+                for pid in tree(party["root"]):
+                    key_start, used = usage(pid)
                     key = (pid, key_start)
-                    self._base.setdefault(key, 0.0)  # started since: all it used is in the window
-                    self._last[key] = max(cpu, self._last.get(key, cpu))
-            cpu = sum(max(0.0, last - self._base[key]) for key, last in list(self._last.items()))
-            cpu = max([cpu] + [cgroup_cpu(c) - base for c, base in self._cgroups.items()])
-            delay = sum(max(0.0, waited(m) - base) for m, base in self._mains.items())
+                    base.setdefault(key, 0.0)  # started since: all it used is in the window
+                    last[key] = max(used, last.get(key, used))
+                seen = sum(max(0.0, used - base[key]) for key, used in list(last.items()))
+                cpu += max([seen] + [cgroup_cpu(c) - start for c, start in party["cgroups"].items()])
+                main = party["main"]
+                if main and not yields(main):
+                    delay += max(0.0, waited(main) - party["waited"])
             self._charged = min(wall, max(cpu, wall - delay, wall / STRETCH))
             self._read_at = now
         finally:

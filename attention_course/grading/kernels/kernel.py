@@ -249,13 +249,12 @@ class Kernel:
             self.log.warning("the hand-in's files could not be given to the kernel (%s)", status)
 
     def watched(self) -> dict:
-        """What a :class:`.clock.Clock` of this kernel watches: its process tree, its main thread, its cpu cgroup."""
-        return {"root": self.proc.pid, "main": self.main_pid or self.proc.pid, "cgroups": self.cgroups.cpu_files()}
+        """This kernel as a :class:`.clock.Clock` watches it: its process tree, its main thread (the process the
+        agent connected from), the counter of its cgroup's CPU time."""
+        return {"root": self.proc.pid, "main": self.main_pid, "cgroups": self.cgroups.cpu_files()}
 
-    def clock(self, *more_roots: int) -> Clock:
-        """A :class:`.clock.Clock` of this kernel (and of ``more_roots``, whose own main threads count as run)."""
-        w = self.watched()
-        return Clock([w["root"], *more_roots], [w["main"], *more_roots], w["cgroups"])
+    def clock(self) -> Clock:
+        return Clock(self.watched())
 
     def await_agent(self, msg_id: str, timeout: float) -> bool:
         """Wait until the agent says it serves; False as soon as the request ends without it (no agent), or after

@@ -265,7 +265,7 @@ def kernel_clock(kernel) -> Clock:
     """A :class:`.clock.Clock` of ``kernel`` (:meth:`.kernel.Kernel.clock`; of its process tree alone for a kernel
     object that cannot say more)."""
     make = getattr(kernel, "clock", None)
-    return make() if callable(make) else Clock([kernel.proc.pid], [kernel.proc.pid])
+    return make() if callable(make) else Clock({"root": kernel.proc.pid})
 
 
 def _read(kernel, channels, settings, cell, clock, msg_id, timeout):
