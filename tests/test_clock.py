@@ -171,6 +171,8 @@ def test_children_that_end_unwaited_are_charged_through_the_cgroup(busy_cpu):
             stop(proc)
     finally:
         groups.kill()
+    if counted <= wall / STRETCH + 0.1:  # so little CPU that the floor alone covers it: nothing to tell apart
+        pytest.skip(f"the hand-in had {counted:.2f} s of CPU in {wall:.2f} s: the machine is too busy to tell")
     assert counted > 1.5 * seen, (counted, seen)  # the children are out of the tree's sight
     assert charged >= counted - 0.05, (wall, charged, counted)
 

@@ -85,6 +85,8 @@ def test_a_cpu_hog_gets_at_most_its_kernels_share_and_its_cells_still_time_out(m
         assert found["alone"] <= 1.1, found
     else:  # one session (the scheduler's group, where it groups sessions) for the kernel and all its children
         assert len(found["sessions"]) == 1 and "refused" in found["renice"]["text"], found
+    if found["facts"].get("seccomp"):  # the ordinary policy only: no batch or idle policy to hide its waits behind
+        assert "refused" in found["batch"]["text"] and "policy 0" in found["batch"]["text"], found["batch"]
     assert found["after"]["text"] == "4999950000\n", found["after"]  # the kernel works on in its share
     assert found["busy_cell"]["status"] == "timeout" and found["busy_cell"]["seconds"] < 20, found["busy_cell"]
     assert found["left_running"] == [], found["left_running"]

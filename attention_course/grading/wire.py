@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import struct
 import sys
+import time
 
 #: Limits that a decoder enforces on what it is sent. Arrays travel as raw buffers; the JSON part
 #: only holds their descriptions and small values, so it is capped far lower (checked before parsing).
@@ -42,9 +44,14 @@ class Closed(WireError):
     """The other side closed the connection (for a kernel: it probably died)."""
 
 
-def _recv_exact(sock, n: int) -> bytes:
+def _recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
     chunks, got = [], 0
     while got < n:
+        if deadline is not None:  # the whole message by then, however slowly it trickles in
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("the message did not arrive whole in time")
+            sock.settimeout(left)
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             raise Closed("connection closed")
@@ -62,22 +69,23 @@ def send(sock, obj: dict, buffers: list[bytes]) -> None:
     sock.sendall(b"".join(parts))
 
 
-def recv(sock, limit: int = MAX_MESSAGE_BYTES) -> tuple[dict, list[bytes]]:
-    n_text, n_buf = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
+def recv(sock, limit: int = MAX_MESSAGE_BYTES, deadline: float | None = None) -> tuple[dict, list[bytes]]:
+    """One message; with ``deadline`` (``time.monotonic()``), all of it by then or ``socket.timeout``."""
+    n_text, n_buf = _HEADER.unpack(_recv_exact(sock, _HEADER.size, deadline))
     if n_text > min(limit, MAX_JSON_BYTES) or n_buf > MAX_ITEMS:
         raise WireError(f"message too large ({n_text} bytes of JSON, {n_buf} buffers)")
     total = n_text
     try:
-        obj = json.loads(_recv_exact(sock, n_text))
+        obj = json.loads(_recv_exact(sock, n_text, deadline))
     except ValueError as exc:
         raise WireError(f"malformed message: {exc}") from None
     buffers = []
     for _ in range(n_buf):
-        (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+        (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size, deadline))
         total += size
         if total > limit:
             raise WireError(f"message larger than {limit} bytes")
-        buffers.append(_recv_exact(sock, size))
+        buffers.append(_recv_exact(sock, size, deadline))
     if not isinstance(obj, dict):
         raise WireError("a message must be a JSON object")
     return obj, buffers

@@ -339,6 +339,9 @@ def isolation(settings: dict) -> dict:
 
 SETSID_HOG = "import os\nfor _ in range(48):\n    if os.fork() == 0:\n        os.setsid()\n        while True:\n            pass\nprint('started 48')"
 TRY_NICE = "import os\ntry:\n    os.setpriority(os.PRIO_PROCESS, 0, -1)\nexcept OSError as e:\n    print('refused', e)\nprint('nice', os.getpriority(0, 0))"
+#: A batch policy, which a kernel could switch on and off between the readings of the limits' clock (kernels.clock).
+TRY_BATCH = ("import os\ntry:\n    os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))\nexcept OSError as e:\n"
+             "    print('refused', e)\nprint('policy', os.sched_getscheduler(0))")
 
 
 def below(root: int) -> dict:
@@ -372,6 +375,7 @@ def cpu_hog(settings: dict) -> dict:
         parents = [v[0] for v in hog().values()]
         for pid in [p for p, v in hog().items() if v[0] == max(set(parents), key=parents.count)]:
             os.kill(pid, 9)  # the busy children (the kernel is their parent)
+        found["batch"] = run(kernel, TRY_BATCH)
         found["renice"], found["after"] = run(kernel, TRY_NICE), run(kernel, "print(sum(range(10**5)))")  # works on
         start, status = time.monotonic(), kernel.run("while True:\n    pass", 4)[1]
         found["busy_cell"] = {"status": status, "seconds": round(time.monotonic() - start, 1)}

@@ -215,6 +215,14 @@ def create(name: str, memory_bytes: int, processes: int, root: Path = ROOT,
     return made
 
 
+def holds(counter: str, pid: int) -> bool:
+    """Whether the cgroup of ``counter`` (a file in its folder, :meth:`Cgroups.cpu_files`) holds the process."""
+    try:
+        return str(pid) in (Path(counter).parent / "cgroup.procs").read_text().split()
+    except OSError:
+        return False
+
+
 def cpu_cap(procs_files: list[str]) -> float | None:
     """The cores the cpu cgroup among ``procs_files`` (a kernel's, :attr:`Cgroups.procs_files`) caps its processes
     at, read from its quota (``cpu.cfs_quota_us`` / ``cpu.max``); None where none of them is one with a quota."""

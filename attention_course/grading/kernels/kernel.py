@@ -139,6 +139,7 @@ class Kernel:
         self.facts: dict = {}
         self.credit = 0.0  # wall seconds of its cells the machine took from it (:func:`.kernel_io.read`)
         self.main_pid = None
+        self.counters: list[str] = []  # its cgroup's CPU counter, where its main process is in that cgroup
         try:
             self._boot(settings, log)
         except BaseException:  # a kernel that could not start leaves nothing behind
@@ -189,6 +190,7 @@ class Kernel:
             raise RuntimeError(f"the course agent did not start in the kernel: {outputs}")
         sock, _ = self.listener.accept()
         self.main_pid = peer_pid(sock)  # the kernel's own process: the agent connected from it, before any student code
+        self.counters = [f for f in self.cgroups.cpu_files() if self.main_pid and cgroups.holds(f, self.main_pid)]
         self.conn = Connection(sock)
         if settings["preload"]:  # heavy imports, done before any student code runs
             self.run("import " + ", ".join(settings["preload"]), settings["startup_timeout"], silent=True, keep=False)
@@ -251,7 +253,7 @@ class Kernel:
     def watched(self) -> dict:
         """This kernel as a :class:`.clock.Clock` watches it: its process tree, its main thread (the process the
         agent connected from), the counter of its cgroup's CPU time."""
-        return {"root": self.proc.pid, "main": self.main_pid, "cgroups": self.cgroups.cpu_files()}
+        return {"root": self.proc.pid, "main": self.main_pid, "cgroups": self.counters}
 
     def clock(self) -> Clock:
         return Clock(self.watched())
@@ -260,19 +262,22 @@ class Kernel:
         """Wait until the agent says it serves; False as soon as the request ends without it (no agent), or after
         ``timeout`` seconds as :class:`.clock.Clock` charges the kernel."""
         clock = self.clock()
-        while not clock.past(timeout):
-            if self.conn.wait_ready(0.05):
-                return True
-            if self.conn.broken:
-                return False
-            try:
-                msg = self.kc.iopub_channel.get_msg(timeout=0.05)
-            except Exception:
-                continue
-            if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \
-                    and msg.get("msg_type") == "status" and msg["content"].get("execution_state") == "idle":
-                return self.conn.wait_ready(0.5)
-        return False
+        try:
+            while not clock.past(timeout):
+                if self.conn.wait_ready(0.05):
+                    return True
+                if self.conn.broken:
+                    return False
+                try:
+                    msg = self.kc.iopub_channel.get_msg(timeout=0.05)
+                except Exception:
+                    continue
+                if isinstance(msg, dict) and msg.get("parent_header", {}).get("msg_id") == msg_id \
+                        and msg.get("msg_type") == "status" and msg["content"].get("execution_state") == "idle":
+                    return self.conn.wait_ready(0.5)
+            return False
+        finally:
+            self.credit += clock.credit()  # the notebook's deadline moves on by it, as after a cell
 
     def cap_hits(self) -> int:
         """How often the kernel ran into its process cap so far."""

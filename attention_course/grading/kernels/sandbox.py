@@ -182,7 +182,8 @@ DENIED_SYSCALLS = ("keyctl", "add_key", "request_key", "ptrace", "process_vm_rea
                    "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount", "fsconfig",
                    "fspick", "mount_setattr", "unshare", "setns", "open_by_handle_at", "name_to_handle_at",
                    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon",
-                   "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie")
+                   "swapoff", "reboot", "acct", "quotactl", "syslog", "vhangup", "lookup_dcookie",
+                   "sched_setattr")  # with sched_setscheduler to any policy but the ordinary one: see _filter_syscalls
 
 
 def libseccomp():
@@ -200,7 +201,7 @@ def _filter_syscalls(seccomp) -> list[str]:
     """A seccomp filter (libseccomp, through pyseccomp): :data:`DENIED_SYSCALLS` fail with EPERM; ``clone`` may not
     make namespaces, and ``clone3`` (whose flags a filter cannot read) says ENOSYS, so that the C library falls
     back to ``clone``; ``setsid`` returns 0 and does nothing (a process stays in its kernel's session, process group
-    and scheduler group). Everything else is allowed: the other layers decide what a call may reach."""
+    and scheduler group); ``sched_setscheduler`` only to the ordinary policy. Everything else is allowed: the other layers decide what a call may reach."""
     if isinstance(seccomp, Exception):
         return [f"no system-call filter (libseccomp): {type(seccomp).__name__}: {seccomp}"]
     try:
@@ -215,6 +216,10 @@ def _filter_syscalls(seccomp) -> list[str]:
             rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
         rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
         rules.add_rule(seccomp.ERRNO(0), "setsid")
+        # a kernel keeps the ordinary scheduling policy (ZeroMQ's threads set it, unchanged): a batch or idle policy
+        # switched on and off between the readings of the limits' clock would make its own waits for a CPU look like
+        # the machine's (kernels.clock; a nice value it raises it cannot lower again, and the clock sees it)
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), "sched_setscheduler", seccomp.Arg(1, seccomp.NE, 0))
         rules.load()
     except Exception as exc:  # no libseccomp on this host, or the filter was refused
         return [f"no system-call filter: {type(exc).__name__}: {exc}"]

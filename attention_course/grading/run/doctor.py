@@ -75,7 +75,7 @@ def probe(settings: dict, course_file: str) -> dict:
         except (ValueError, IndexError):
             report["found"] = {}
             report["notes"].append(f"the probe did not run: {proc.stderr.strip()[-500:]}")
-        report["cgroups"] = groups.dirs and sorted({f"v{v} {c}" for v, c, _ in groups.dirs})
+        report["cgroups"] = sorted({f"v{v} {c}" for v, c, _ in groups.dirs if c in cgroups.CONTROLLERS})  # caps alone
         report["cgroup_notes"] = cgroups.layout().notes if settings.get("cgroups", True) else ["turned off"]
         return report
     finally:
