@@ -58,6 +58,15 @@ def measure(proc: subprocess.Popen, seconds: float = 1.2, **party) -> tuple[floa
     return wall, charged, sum(usage(p)[1] for p in pids) - before
 
 
+def measured(code: str, children: int = 0, **party) -> tuple[float, float, float]:
+    """:func:`measure` of a process running ``code`` (:func:`started`), stopped after."""
+    proc = started(code, children)
+    try:
+        return measure(proc, **party)
+    finally:
+        stop(proc)
+
+
 @pytest.fixture
 def busy_cpu():
     """Two busy loops on :data:`CPU`: what a loaded grading machine does to a kernel's share of it."""
@@ -68,11 +77,7 @@ def busy_cpu():
 
 
 def test_a_wait_for_a_cpu_others_hold_is_not_charged(busy_cpu):
-    proc = started(BUSY)
-    try:
-        wall, charged, used = measure(proc)
-    finally:
-        stop(proc)
+    wall, charged, used = measured(BUSY)
     assert charged < 0.7 * wall, (wall, charged)  # a third of one CPU at most
     assert charged >= max(wall / STRETCH, used - 0.05), (wall, charged, used)
 
@@ -80,40 +85,24 @@ def test_a_wait_for_a_cpu_others_hold_is_not_charged(busy_cpu):
 def test_nothing_is_credited_where_not_all_a_hand_ins_cpu_is_counted(busy_cpu):
     """Without a cgroup counting every process of it, a kernel's children that end unwaited go unseen: its wait
     for a CPU is then charged, as by the wall clock."""
-    proc = started(BUSY)
-    try:
-        wall, charged, _ = measure(proc, whole=False)
-    finally:
-        stop(proc)
+    wall, charged, _ = measured(BUSY, whole=False)
     assert charged >= 0.95 * wall, (wall, charged)
 
 
 def test_a_main_thread_that_lowers_its_own_priority_earns_nothing(busy_cpu):
-    proc = started("import os\nos.nice(19)\n" + BUSY)
-    try:
-        wall, charged, _ = measure(proc)
-    finally:
-        stop(proc)
+    wall, charged, _ = measured("import os\nos.nice(19)\n" + BUSY)
     assert charged >= 0.95 * wall, (wall, charged)
 
 
 def test_a_sleep_is_charged_in_full_on_a_busy_machine(busy_cpu):
-    proc = started(SLEEP)
-    try:
-        wall, charged, _ = measure(proc)
-    finally:
-        stop(proc)
+    wall, charged, _ = measured(SLEEP)
     assert charged >= 0.95 * wall, (wall, charged)
 
 
 def test_a_sleep_beside_a_busy_process_of_its_own_is_charged_in_full(busy_cpu):
     """Only the wait of the thread that runs the cell is not charged: a child of the kernel that waits for a CPU
     beside the busy loops earns its sleeping parent nothing."""
-    proc = started(SLEEP, children=1)
-    try:
-        wall, charged, _ = measure(proc)
-    finally:
-        stop(proc)
+    wall, charged, _ = measured(SLEEP, children=1)
     assert charged >= 0.95 * wall, (wall, charged)
 
 
