@@ -2,7 +2,7 @@
 had of the machine (kernels/clock.py), not their wait for a CPU that other work holds.
 
 A scratch course of 01 with a 2-second cell limit and a 10-second notebook limit, graded on one CPU beside two busy
-loops pinned to it, each a session of its own (a kernel gets about a third of the CPU, as on a machine at a third of
+loops pinned to it from the grader's first kernel on, each a session of its own (a kernel gets about a third of the CPU, as on a machine at a third of
 its speed). One hand-in's four answer cells each need 1 s of CPU at their top level, and its scaled_scores 1 s more in
 its first call from a test (the judge waiting for the kernel): 5 s of the notebook's 10. Its cells, that test and its
 notebook run past their limits by the wall clock and stay under them in what they used: it earns every point. A
@@ -16,9 +16,11 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
-from harness import BIN, read_scores, released_course
+from harness import BIN, descendants, read_scores, released_course
 
 from attention_course.grading.kernels import cgroups
 from tools.submissions import Submission, read_notebook, write_class
@@ -79,19 +81,44 @@ def loaded(tmp_path_factory):
     with open(course / "nbgrader_config.py", "a") as f:
         f.write(f"\nc.JudgedExecute.timeout = {CELL_S}\nc.JudgedExecute.notebook_timeout = {NOTEBOOK_S}\n")
     write_class(course, A, ROSTER)
-    # each loop a session of its own: where the scheduler groups sessions (autogroup), loops of one session would
-    # share one session's weight against the kernel's cgroup, however many they were
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pin, start_new_session=True) for _ in range(2)]
-    try:
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        run = subprocess.run([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
-                              "-j", "1"], cwd=course, env=env, capture_output=True, text=True, preexec_fn=pin)
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
-    assert run.returncode == 0, run.stderr[-3000:]
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    loops = []
+    with tempfile.TemporaryFile("w+") as err:
+        run = subprocess.Popen([sys.executable, "-m", "attention_course.grading", "--course", str(course), "autograde",
+                                "-j", "1"], cwd=course, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                               preexec_fn=pin)
+        try:
+            # the loops start with the grader's first kernel (started before the first hand-in's cells): what they
+            # would take from the grader's own start-up (its imports, the gradebook, the sandbox's probe) tries no
+            # limit, and would hold a core of the rest of the suite for its length. Each loop a session of its own:
+            # where the scheduler groups sessions (autogroup), loops of one session would share one session's
+            # weight against the kernel's cgroup, however many they were.
+            while run.poll() is None and not forked_kernel(run.pid):
+                time.sleep(0.02)
+            loops = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pin, start_new_session=True)
+                     for _ in range(2)]
+            run.wait()
+        finally:
+            for p in [*loops, run]:
+                p.kill()
+                p.wait()
+        err.seek(0)
+        assert run.returncode == 0, err.read()[-3000:]
+    assert loops, "the grader ended before it started a kernel"
     return course, read_scores(course, A)
+
+
+def forked_kernel(root: int) -> bool:
+    """Whether a process below ``root`` was forked by a zygote (kernels/forkserver.py): a kernel or a judge."""
+    found = {}  # pid -> (command line, parent)
+    for pid in descendants(root):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            found[pid] = (open(f"/proc/{pid}/cmdline", "rb").read(), int(stat.rsplit(")", 1)[1].split()[1]))
+        except (OSError, IndexError, ValueError):
+            pass
+    zygote = lambda pid: b"f.zygote" in found.get(pid, (b"", 0))[0]  # noqa: E731
+    return any(zygote(pid) and zygote(parent) for pid, (_, parent) in found.items())
 
 
 def cell(course, student: str, grade_id: str) -> dict:
