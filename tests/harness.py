@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,9 +94,16 @@ def unix_users(*names: str):
     made = []
     try:
         for name in names:
-            if os.geteuid() != 0 or not shutil.which("useradd") or subprocess.run(
-                    ["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
-                    capture_output=True).returncode != 0:
+            if os.geteuid() != 0 or not shutil.which("useradd"):
+                yield None
+                return
+            for attempt in range(20):  # another useradd or userdel (a test beside this one) may hold the lock
+                added = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin",
+                                        name], capture_output=True, text=True)
+                if added.returncode == 0 or "lock" not in added.stderr:
+                    break
+                time.sleep(0.5)
+            if added.returncode != 0:
                 yield None
                 return
             made.append(name)

@@ -6,7 +6,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os
+import pwd
 import re
+import shutil
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -25,6 +29,8 @@ from attention_course import (
     toy_sentence,
 )
 from attention_course.grading.cells import replace_blocks, uncomment
+from attention_course.grading.deploy.hub import make_users, remove_users
+from attention_course.grading.errors import UsersNotRemoved
 from attention_course.grading.nbgrader_glue.preprocessors import HIDDEN_PLACEHOLDER, CachedHighlight, HideHiddenTests
 from tools.submissions import Submission, apply_submission, solved_notebook
 
@@ -555,3 +561,24 @@ def test_a_scratch_worker_leaves_the_gradebook_steps_to_the_one_writer():
     assert all(recording_step(s) for s in (SaveAutoGrades, AssignLatePenalties, KeepHandGrades, ApplyTerm))
     assert not any(recording_step(s) for s in (JudgedExecute, ClearMetadataPreprocessor, LimitOutput,
                                                 CheckCellMetadata))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"), reason="making users needs root and useradd")
+def test_a_user_that_cannot_be_removed_is_named_not_left_behind_silently():
+    """userdel refuses while another holds the lock on /etc/passwd (as a useradd of a parallel test may): the class's
+    removal tries again, and names what it could not remove instead of leaving the account behind in silence."""
+    name = f"attn-left-{os.getpid()}"
+    make_users([name])  # (waits while another useradd holds the lock)
+    lock = Path("/etc/passwd.lock")
+    try:
+        try:
+            lock.write_text(f"{os.getpid()}\n")  # shadow's own lock file: held by this live process
+            with pytest.raises(UsersNotRemoved, match=rf"{name} \(.*lock"):
+                remove_users([name], tries=2)
+        finally:
+            lock.unlink(missing_ok=True)
+        pwd.getpwnam(name)  # still there, as said
+    finally:
+        remove_users([name])
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)

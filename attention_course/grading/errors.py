@@ -38,3 +38,7 @@ class AlreadyRunning(CourseError):
 
 class EnvironmentMismatch(CourseError):
     """The installed packages are not the ones the course pins (nbgrader's version, a missing pin)."""
+
+
+class UsersNotRemoved(CourseError):
+    """Unix users a trial class or a test made are still there after every try to remove them."""

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..course import COURSE_ID, ROOT
-from ..errors import UsageError
+from ..errors import UsageError, UsersNotRemoved
 from .environment import compile_tree, fill_env
 from .hub_trial import save_work
 
@@ -194,21 +194,27 @@ def make_users(names: list[str]) -> dict[str, str]:
     return passwords
 
 
-def remove_users(names: list[str], keep_home: frozenset | set = frozenset()) -> None:
+def remove_users(names: list[str], keep_home: frozenset | set = frozenset(), tries: int = 100) -> None:
     """Remove users this class made: their processes, their homes (but those of ``keep_home``), and what they left in
     the temporary folder (the scratch folders of the kernels their servers ran when the hub stopped them, which userdel
-    leaves)."""
-    uids = set()
+    leaves). A user still there after ``tries`` (10 s: userdel refuses while a process just killed has not exited, or
+    another useradd or userdel holds the lock on /etc/passwd) is named, with userdel's last word, in
+    :class:`.UsersNotRemoved`, raised once every other user and file has been dealt with."""
+    uids, left = set(), {}
     for name in names:
         try:
             uids.add(pwd.getpwnam(name).pw_uid)
         except KeyError:
             continue
-        for _ in range(50):  # a process just killed may not have exited yet: userdel refuses then (status 8)
+        for _ in range(tries):
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-            if subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name],
-                              capture_output=True).returncode != 8:
+            done = subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name],
+                                  capture_output=True, text=True)
+            # 6: no such user (gone meanwhile); 12: the home could not be removed, the account is (the files below)
+            if done.returncode in (0, 6, 12) or _gone(name):
+                left.pop(name, None)
                 break
+            left[name] = done.stderr.strip() or f"userdel exited with status {done.returncode}"
             time.sleep(0.1)
     uids.discard(0)
     for entry in (e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)) if uids else ():
@@ -217,6 +223,18 @@ def remove_users(names: list[str], keep_home: frozenset | set = frozenset()) -> 
                 shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
         except OSError:  # gone meanwhile: the users are removed whatever is left
             pass
+    if left:
+        raise UsersNotRemoved("these users could not be removed: " + "; ".join(f"{n} ({why})" for n, why in left.items())
+                              + ". Remove each by hand once its processes have ended: sudo pkill -KILL -u NAME; "
+                              "sudo userdel --remove NAME")
+
+
+def _gone(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return True
+    return False
 
 
 def prepare_exchange(root: Path, course_id: str, instructor: str) -> None:
@@ -317,8 +335,10 @@ def remove_class(klass: Class, save_to: Path | None = None, log=print) -> Path |
             keep.add(klass.instructor)
             log(f"The instructor's work could NOT be copied out ({type(exc).__name__}: {exc}): her home "
                 f"{Path(klass.course).parent} is kept (her account is removed); copy what you need, then remove it.")
-    remove_users([klass.instructor, *klass.students], keep_home=keep)
-    shutil.rmtree(klass.state, ignore_errors=True)
+    try:
+        remove_users([klass.instructor, *klass.students], keep_home=keep)
+    finally:  # a user left (UsersNotRemoved names it) keeps nothing else of the class
+        shutil.rmtree(klass.state, ignore_errors=True)
     return saved
 
 
