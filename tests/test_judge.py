@@ -239,6 +239,28 @@ def test_kernels_are_confined_however_they_start(tmp_path, fork):
     assert not kernel.alive() and not kernel.scratch.exists() and not outside.exists()
 
 
+def test_an_error_shows_as_ipython_shows_it_and_its_history_copy_is_plain(tmp_path):
+    """A forked kernel's error output is IPython's own (the failing line with its context, in colour); the copy IPython 9
+    keeps for the history (formatted again, the same costly way) is Python's plain traceback (forkserver.plain_error_history)."""
+    import logging
+
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.kernels.kernel import Kernel
+
+    kernel = Kernel(dict(JudgedExecute().settings(), fork=True), logging.getLogger("test"))
+    try:
+        outputs, status, _ = kernel.run("def answer():\n    raise NotImplementedError('Replace this')\nanswer()", 60)
+        shown = next(o for o in outputs if o["output_type"] == "error")
+        assert status == "error" and shown["ename"] == "NotImplementedError", outputs
+        text = "\n".join(shown["traceback"])
+        assert "\x1b[" in text and "---->" in text and "In[1]" in text, text  # IPython's own: colour, context, cell
+        kept, status, _ = kernel.run("h = get_ipython().history_manager.exceptions\n"
+                                     "print(repr([e['traceback'][0] for e in h.values()]))", 60)
+        assert status == "ok" and "Traceback (most recent call last)" in kept[-1]["text"], kept
+    finally:
+        kernel.close()
+
+
 def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     """A TMPDIR so deep that a socket in it could not be bound (sun_path holds 107 bytes) still grades: the
     kernel's scratch then goes to /tmp, and is gone afterwards."""

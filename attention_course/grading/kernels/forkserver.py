@@ -236,6 +236,7 @@ def zygote(fd: int, preload: list[str]) -> None:
             pass
 
     sandbox.libseccomp()  # libseccomp found and loaded once, here, not in every kernel
+    plain_error_history()
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # kernels are reaped by the system
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -267,6 +268,26 @@ def zygote(fd: int, preload: list[str]) -> None:
             continue
         socket.send_fds(sock, [json.dumps({"pid": pid}).encode()], [pidfd])
         os.close(pidfd)
+
+
+def plain_error_history() -> None:
+    """IPython 9 formats each error of a cell twice, the same way: for the cell's output, and again for its history
+    (``history_manager.exceptions``, read by ``%notebook`` alone). With PyTorch imported each costs tens of
+    milliseconds (the traceback's module lookup walks every module for every frame), most of an unanswered notebook's
+    time in its kernel. A kernel of this zygote keeps the history's copy in Python's own words instead (IPython's own
+    fallback, a fraction of the cost); what the cell shows is IPython's as before."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:
+        return
+    if not hasattr(InteractiveShell, "_format_exception_for_storage"):  # an IPython that keeps no such copy
+        return
+
+    def stored(self, exception, filename=None, running_compiled_code=False):
+        lines = traceback.format_exception(type(exception), exception, exception.__traceback__)
+        return {"ename": type(exception).__name__, "evalue": str(exception), "traceback": lines}
+
+    InteractiveShell._format_exception_for_storage = stored
 
 
 def _judge_child(sock: socket.socket, settings: dict, fds: list[int], libc) -> None:
