@@ -1,5 +1,7 @@
 import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,21 @@ def pytest_xdist_make_scheduler(config, log):
             return "the graded class" if Path(path).name in CLASS_MODULES else path
 
     return ByFile(config, log)
+
+
+#: The folders every user of the machine writes in: no test, grader or kernel may change their mode.
+SHARED_FOLDERS = sorted({"/tmp", tempfile.gettempdir()})
+
+
+@pytest.fixture(autouse=True)
+def shared_folders_keep_their_mode():
+    """Every test ends with the temporary folders' modes as it found them (1777 for /tmp): a grader that changed them
+    (a kernel's scratch removed with its parent's mode taken away) would lock every user of a hub out of /tmp."""
+    before = {path: stat.S_IMODE(os.stat(path).st_mode) for path in SHARED_FOLDERS}
+    yield
+    after = {path: stat.S_IMODE(os.stat(path).st_mode) for path in SHARED_FOLDERS}
+    changed = {path: f"{before[path]:o} -> {after[path]:o}" for path in before if after[path] != before[path]}
+    assert not changed, f"this test changed the mode of folders every user writes in: {changed}"
 
 
 @pytest.fixture(scope="session")

@@ -283,12 +283,32 @@ def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     assert not kernel.scratch.exists() and not list(deep.iterdir())
 
 
+def test_removing_a_scratch_folder_never_changes_the_folder_it_is_in(tmp_path):
+    """A kernel's scratch is removed with what a kernel left read-only inside it; the temporary folder it sits in
+    keeps its mode (1777) even when the scratch is already gone (a kernel closed twice, a folder swept meanwhile)."""
+    import stat
+
+    from attention_course.grading.kernels import scratch
+
+    base = tmp_path / "tmp"
+    base.mkdir()
+    base.chmod(0o1777)
+    scratch.remove(base / "attention-judge-gone")  # no such folder: no error, nothing else touched
+    assert stat.S_IMODE(base.stat().st_mode) == 0o1777
+    folder = base / "attention-judge-x"
+    (folder / "rw" / "ro").mkdir(parents=True)
+    (folder / "rw" / "ro" / "answer.txt").write_text("42")
+    (folder / "rw" / "ro").chmod(0o500)
+    (folder / "rw").chmod(0o500)
+    scratch.remove(folder)
+    assert not folder.exists() and stat.S_IMODE(base.stat().st_mode) == 0o1777
+
+
 def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypatch, request):
     """scratch.sweep_stale: a kernel's scratch folder or a fork server's home left by a process killed before it
     could remove it (a server the hub stopped, a grader killed) goes when the next process of the same user makes
     one, read-only parts and all; a folder whose maker still runs, one whose maker is not written, a link, and
     another user's folder stay."""
-    import shutil
     import subprocess
     import sys
     import tempfile
@@ -299,7 +319,7 @@ def test_a_scratch_folder_whose_maker_was_killed_is_removed_by_the_next(monkeypa
     # a temporary folder short enough that kernel.scratch_folder keeps it (pytest's tmp_path under xdist can be too
     # deep for a socket path, and the kernel's scratch then goes to /tmp: the sweep would look elsewhere)
     tmp_path = Path(tempfile.mkdtemp(prefix="sweep-", dir="/tmp"))
-    request.addfinalizer(lambda: shutil.rmtree(tmp_path, onerror=scratch.unlock))
+    request.addfinalizer(lambda: scratch.remove(tmp_path))
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(scratch, "_SWEPT", set())

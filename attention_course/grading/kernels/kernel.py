@@ -310,7 +310,7 @@ class Kernel:
             except Exception:  # parts of a kernel that never started
                 pass
         self.cgroups.kill()
-        shutil.rmtree(self.scratch, onerror=scratch.unlock)
+        scratch.remove(self.scratch)
 
 
 class KernelPool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -28,10 +29,24 @@ def _started(pid: int) -> str | None:
         return None
 
 
-def unlock(func, path, _) -> None:
-    """``shutil.rmtree``'s onerror: a folder a kernel left read-only."""
-    os.chmod(os.path.dirname(path), 0o700)
-    func(path)
+def remove(folder: str | os.PathLike) -> None:
+    """Remove ``folder`` and all it holds, a folder inside it that a kernel left read-only included; a ``folder``
+    already gone is no error. Nothing outside ``folder`` is ever changed: only a folder below it is made writable again
+    (the temporary folder it sits in keeps its mode, 1777, whatever fails: every user of the machine writes there)."""
+    top = os.path.abspath(folder)
+
+    def unlock(func, path, exc_info) -> None:
+        if path == top and isinstance(exc_info[1], FileNotFoundError):
+            return  # gone already (closed twice, or swept)
+        parent = os.path.dirname(os.path.abspath(path))
+        if not parent.startswith(top + os.sep) and parent != top:
+            raise exc_info[1]  # the folder itself, or anything outside it: never unlocked here
+        if not stat.S_ISDIR(os.lstat(parent).st_mode):  # (a link put in a folder's place: not followed)
+            raise exc_info[1]
+        os.chmod(parent, 0o700)
+        func(path)
+
+    shutil.rmtree(top, onerror=unlock)
 
 
 def make(prefix: str, base: str | None = None) -> Path:
@@ -63,7 +78,7 @@ def sweep_stale(base: Path) -> list[str]:
                 pid, started = f.read().split()
             if _started(int(pid)) == started:
                 continue
-            shutil.rmtree(entry.path, onerror=unlock)
+            remove(entry.path)
         except (OSError, ValueError):  # gone meanwhile (another process swept it), or not ours to remove: never fatal
             continue
         removed.append(entry.name)
