@@ -114,19 +114,34 @@ def pytest_xdist_make_scheduler(config, log):
     return ByFile(config, log)
 
 
-#: The folders every user of the machine writes in: no test, grader or kernel may change their mode.
+#: The folders every user of the machine writes in: no test, grader or kernel may change their mode or owner.
 SHARED_FOLDERS = sorted({"/tmp", tempfile.gettempdir()})
+_SHARED = pytest.StashKey[dict]()
 
 
-@pytest.fixture(autouse=True)
-def shared_folders_keep_their_mode():
-    """Every test ends with the temporary folders' modes as it found them (1777 for /tmp): a grader that changed them
-    (a kernel's scratch removed with its parent's mode taken away) would lock every user of a hub out of /tmp."""
-    before = {path: stat.S_IMODE(os.stat(path).st_mode) for path in SHARED_FOLDERS}
-    yield
-    after = {path: stat.S_IMODE(os.stat(path).st_mode) for path in SHARED_FOLDERS}
-    changed = {path: f"{before[path]:o} -> {after[path]:o}" for path in before if after[path] != before[path]}
-    assert not changed, f"this test changed the mode of folders every user writes in: {changed}"
+def shared_folders() -> dict:
+    return {path: (f"{stat.S_IMODE(st.st_mode):o}", st.st_uid) for path in SHARED_FOLDERS for st in [os.stat(path)]}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_SHARED] = shared_folders()  # before any fixture of the test (a module's or the session's included)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Every test ends with the temporary folders' modes and owners as it found them before its fixtures were set up
+    (1777, root's, for /tmp): a grader that changed them (a kernel's scratch removed with its parent's mode taken
+    away) would lock every user of a hub out of /tmp. Checked after the test's teardown; the test fails."""
+    outcome = yield
+    report = outcome.get_result()
+    before = item.stash.get(_SHARED, None)
+    if call.when == "teardown" and before is not None:
+        after = shared_folders()
+        if after != before:
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} (its fixtures included) changed folders every user writes in: "
+                               + ", ".join(f"{p} {before[p]} -> {after[p]}" for p in before if after[p] != before[p]))
 
 
 @pytest.fixture(scope="session")

@@ -94,7 +94,7 @@ def loaded(tmp_path_factory):
             # where the scheduler groups sessions (autogroup), loops of one session would share one session's
             # weight against the kernel's cgroup, however many they were.
             while run.poll() is None and not forked_kernel(run.pid):
-                time.sleep(0.02)
+                time.sleep(0.05)
             loops = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pin, start_new_session=True)
                      for _ in range(2)]
             run.wait()

@@ -210,6 +210,35 @@ def as_ordinary_user(cmd: list[str], tmp_path: Path, user: int) -> list[str]:
             f"TMPDIR={tmp}", f"HOME={tmp}", "PYTHONDONTWRITEBYTECODE=1", *cmd]
 
 
+REMOVE_CLOSED = """
+import os, stat, sys
+from attention_course.grading.kernels import scratch
+base = sys.argv[1]
+folder = os.path.join(base, "attention-judge-x")
+for sub in ("rw/closed", "rw/ro"):
+    os.makedirs(os.path.join(folder, sub))
+    open(os.path.join(folder, sub, "answer.txt"), "w").write("42")
+os.chmod(os.path.join(folder, "rw", "ro"), 0o500)
+os.chmod(os.path.join(folder, "rw", "closed"), 0)
+os.chmod(folder, 0)
+scratch.remove(folder)
+scratch.remove(folder)
+print(os.path.lexists(folder), oct(stat.S_IMODE(os.stat(base).st_mode)))
+"""
+
+
+def test_a_scratch_its_kernel_closed_is_removed_by_an_ordinary_grader(tmp_path, grader_user):
+    """A kernel of an ordinary grader runs as the grader's user and may close folders of its scratch (chmod 0, the
+    scratch itself included): the grader still removes it all, and the temporary folder keeps its 1777."""
+    cmd = [sys.executable, "-c", REMOVE_CLOSED, str(tmp_path / "user-tmp")]
+    if os.geteuid() != 0:
+        (tmp_path / "user-tmp").mkdir(mode=0o1777)
+    proc = subprocess.run(as_ordinary_user(cmd, tmp_path, grader_user), capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False", "0o1777"], proc.stdout
+
+
 @pytest.mark.parametrize("as_user", [False, True], ids=["root", "ordinary-user"])
 def test_doctor_reports_every_layer(as_user, tmp_path, grader_user):
     if not as_user and os.geteuid() != 0:

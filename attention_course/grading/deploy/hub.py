@@ -188,10 +188,18 @@ def make_users(names: list[str]) -> dict[str, str]:
             passwords[name] = secrets.token_urlsafe(12)
             Path("~" + name).expanduser().chmod(0o700)
             subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
-    except BaseException:
-        remove_users(list(passwords))  # only those made here: never a user that was there before
+    except BaseException as exc:
+        _undo_users(list(passwords), exc)  # only those made here: never a user that was there before
         raise
     return passwords
+
+
+def _undo_users(names: list[str], cause: BaseException) -> None:
+    """Remove the users a failed step made; any left are added to ``cause``'s notes (it is still the error raised)."""
+    try:
+        remove_users(names)
+    except UsersNotRemoved as left:
+        cause.add_note(str(left))
 
 
 def remove_users(names: list[str], keep_home: frozenset | set = frozenset(), tries: int = 100) -> None:
@@ -207,11 +215,14 @@ def remove_users(names: list[str], keep_home: frozenset | set = frozenset(), tri
         except KeyError:
             continue
         for _ in range(tries):
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            for who in ("-u", "-U"):  # its processes by effective and by real uid (su waiting for a password)
+                subprocess.run(["pkill", "-KILL", who, name], capture_output=True)
             done = subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name],
                                   capture_output=True, text=True)
-            # 6: no such user (gone meanwhile); 12: the home could not be removed, the account is (the files below)
-            if done.returncode in (0, 6, 12) or _gone(name):
+            if done.returncode == 12:  # the account is gone, its home could not be removed: said, not retried
+                left[name] = f"its home was left: {done.stderr.strip()}"
+                break
+            if done.returncode in (0, 6) or _gone(name):  # 6: no such user (gone meanwhile)
                 left.pop(name, None)
                 break
             left[name] = done.stderr.strip() or f"userdel exited with status {done.returncode}"
@@ -308,9 +319,11 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
                       instructor=instructor, students=list(students), passwords=passwords, port=port,
                       hub_port=free_port(), proxy_api_port=free_port(), api_token=secrets.token_hex(32))
         klass.save()
-    except BaseException:  # nothing half-made is left: no user, no home, no folder
-        remove_users(list(passwords))
-        shutil.rmtree(state, ignore_errors=True)
+    except BaseException as exc:  # nothing half-made is left: no user, no home, no folder
+        try:
+            _undo_users(list(passwords), exc)
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
         raise
     return klass
 

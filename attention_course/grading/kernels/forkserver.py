@@ -284,8 +284,11 @@ def plain_error_history() -> None:
         return
 
     def stored(self, exception, filename=None, running_compiled_code=False):
-        lines = traceback.format_exception(type(exception), exception, exception.__traceback__)
-        return {"ename": type(exception).__name__, "evalue": str(exception), "traceback": lines}
+        try:  # (an exception whose str() raises: IPython's own copy would raise out of the cell's run; this keeps less)
+            lines = traceback.format_exception(type(exception), exception, exception.__traceback__)
+            return {"ename": type(exception).__name__, "evalue": str(exception), "traceback": lines}
+        except Exception:
+            return {"ename": type(exception).__name__, "evalue": "", "traceback": []}
 
     InteractiveShell._format_exception_for_storage = stored
 

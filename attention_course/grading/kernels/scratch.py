@@ -30,23 +30,39 @@ def _started(pid: int) -> str | None:
 
 
 def remove(folder: str | os.PathLike) -> None:
-    """Remove ``folder`` and all it holds, a folder inside it that a kernel left read-only included; a ``folder``
-    already gone is no error. Nothing outside ``folder`` is ever changed: only a folder below it is made writable again
-    (the temporary folder it sits in keeps its mode, 1777, whatever fails: every user of the machine writes there)."""
+    """Remove ``folder`` and all it holds, folders inside it that a kernel left closed or read-only included; a
+    ``folder`` already gone is no error. Nothing outside ``folder`` is ever changed: only ``folder`` and the folders
+    below it are opened up again (the temporary folder it sits in keeps its mode, 1777, whatever fails: every user of
+    the machine writes there). Raises OSError for what cannot be removed."""
     top = os.path.abspath(folder)
 
+    def inside(path: str) -> bool:
+        return path == top or path.startswith(top + os.sep)
+
+    def opened(path: str, error: BaseException) -> None:  # a real folder of ours, made readable and writable
+        if not inside(path) or not stat.S_ISDIR(os.lstat(path).st_mode):  # (a link in a folder's place: not followed)
+            raise error
+        os.chmod(path, 0o700)
+
     def unlock(func, path, exc_info) -> None:
+        path = os.path.abspath(path)
         if path == top and isinstance(exc_info[1], FileNotFoundError):
             return  # gone already (closed twice, or swept)
-        parent = os.path.dirname(os.path.abspath(path))
-        if not parent.startswith(top + os.sep) and parent != top:
-            raise exc_info[1]  # the folder itself, or anything outside it: never unlocked here
-        if not stat.S_ISDIR(os.lstat(parent).st_mode):  # (a link put in a folder's place: not followed)
-            raise exc_info[1]
-        os.chmod(parent, 0o700)
+        if func in (os.open, os.scandir, os.listdir):  # a folder that cannot be read: open it, remove it whole
+            opened(path, exc_info[1])
+            if path == top:
+                raise exc_info[1]  # (shutil.rmtree gives up on its top; the caller's next try finds it open)
+            shutil.rmtree(path, onerror=unlock)
+            return
+        opened(os.path.dirname(path), exc_info[1])  # its folder is read-only: the entry cannot go
         func(path)
 
-    shutil.rmtree(top, onerror=unlock)
+    try:
+        shutil.rmtree(top, onerror=unlock)
+    except OSError:
+        if not os.path.lexists(top):
+            return
+        shutil.rmtree(top, onerror=unlock)  # once more, now that the top folder is open
 
 
 def make(prefix: str, base: str | None = None) -> Path:
@@ -79,7 +95,7 @@ def sweep_stale(base: Path) -> list[str]:
             if _started(int(pid)) == started:
                 continue
             remove(entry.path)
-        except (OSError, ValueError):  # gone meanwhile (another process swept it), or not ours to remove: never fatal
+        except Exception:  # gone meanwhile (another process swept it), or not ours to remove: never fatal
             continue
         removed.append(entry.name)
     return removed
