@@ -24,7 +24,7 @@ from attention_course.grading.cells import (
     uncomment,
 )
 from attention_course.grading.course import COURSE_ID, ROOT, gradebook_url, scratch_course
-from attention_course.grading.deploy.hub import remove_users
+from attention_course.grading.deploy.users import remove_users
 from attention_course.grading.run.tables import cell_scores
 from tools.submissions import (
     BEGIN_SOLUTION,

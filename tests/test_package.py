@@ -29,8 +29,8 @@ from attention_course import (
     toy_sentence,
 )
 from attention_course.grading.cells import replace_blocks, uncomment
-from attention_course.grading.deploy.hub import make_users, remove_users
-from attention_course.grading.errors import UsersNotRemoved
+from attention_course.grading.deploy.users import make_users, remove_users
+from attention_course.grading.errors import UsageError, UsersNotRemoved
 from attention_course.grading.nbgrader_glue.preprocessors import HIDDEN_PLACEHOLDER, CachedHighlight, HideHiddenTests
 from tools.submissions import Submission, apply_submission, solved_notebook
 
@@ -582,3 +582,21 @@ def test_a_user_that_cannot_be_removed_is_named_not_left_behind_silently():
         remove_users([name])
     with pytest.raises(KeyError):
         pwd.getpwnam(name)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"), reason="making users needs root and useradd")
+def test_a_user_is_never_given_a_home_that_was_there_before(tmp_path):
+    """useradd only warns when the home is there already (a former user's): the user would live in a folder not
+    hers. make_users refuses before making anyone, and leaves that folder as it was."""
+    name = f"attn-home-{os.getpid()}"
+    home = Path("/home") / name
+    home.mkdir(mode=0o755)
+    try:
+        with pytest.raises(UsageError, match="is there already"):
+            make_users([name])
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)
+        assert home.is_dir() and home.stat().st_uid == 0
+    finally:
+        remove_users([name], keep_home={name})  # (only if one was made after all)
+        shutil.rmtree(home, ignore_errors=True)

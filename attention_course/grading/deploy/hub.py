@@ -21,16 +21,16 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..course import COURSE_ID, ROOT
-from ..errors import UsageError, UsersNotRemoved
+from ..errors import UsageError
 from .environment import compile_tree, fill_env
 from .hub_trial import save_work
+from .users import undo_users, make_users, remove_users
 
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 #: Where the shared environment goes unless told otherwise: outside every home, readable by every user.
@@ -171,83 +171,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_users(names: list[str]) -> dict[str, str]:
-    """Create each user (home 0700: nobody reads another's nbgrader cache or fetched feedback) with a random
-    password; return the passwords."""
-    passwords: dict[str, str] = {}
-    try:
-        for name in names:
-            for attempt in range(20):  # another process may hold the lock on /etc/passwd for a moment
-                made = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
-                                      capture_output=True, text=True)
-                if made.returncode == 0:
-                    break
-                if "lock" not in made.stderr or attempt == 19:
-                    raise RuntimeError(f"useradd {name}: {made.stderr.strip()}")
-                time.sleep(0.5)
-            passwords[name] = secrets.token_urlsafe(12)
-            Path("~" + name).expanduser().chmod(0o700)
-            subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
-    except BaseException as exc:
-        _undo_users(list(passwords), exc)  # only those made here: never a user that was there before
-        raise
-    return passwords
-
-
-def _undo_users(names: list[str], cause: BaseException) -> None:
-    """Remove the users a failed step made; any left are added to ``cause``'s notes (it is still the error raised)."""
-    try:
-        remove_users(names)
-    except UsersNotRemoved as left:
-        cause.add_note(str(left))
-
-
-def remove_users(names: list[str], keep_home: frozenset | set = frozenset(), tries: int = 100) -> None:
-    """Remove users this class made: their processes, their homes (but those of ``keep_home``), and what they left in
-    the temporary folder (the scratch folders of the kernels their servers ran when the hub stopped them, which userdel
-    leaves). A user still there after ``tries`` (10 s: userdel refuses while a process just killed has not exited, or
-    another useradd or userdel holds the lock on /etc/passwd) is named, with userdel's last word, in
-    :class:`.UsersNotRemoved`, raised once every other user and file has been dealt with."""
-    uids, left = set(), {}
-    for name in names:
-        try:
-            uids.add(pwd.getpwnam(name).pw_uid)
-        except KeyError:
-            continue
-        for _ in range(tries):
-            for who in ("-u", "-U"):  # its processes by effective and by real uid (su waiting for a password)
-                subprocess.run(["pkill", "-KILL", who, name], capture_output=True)
-            done = subprocess.run(["userdel", *([] if name in keep_home else ["--remove"]), name],
-                                  capture_output=True, text=True)
-            if done.returncode == 12:  # the account is gone, its home could not be removed: said, not retried
-                left[name] = f"its home was left: {done.stderr.strip()}"
-                break
-            if done.returncode in (0, 6) or _gone(name):  # 6: no such user (gone meanwhile)
-                left.pop(name, None)
-                break
-            left[name] = done.stderr.strip() or f"userdel exited with status {done.returncode}"
-            time.sleep(0.1)
-    uids.discard(0)
-    for entry in (e for base in {"/tmp", tempfile.gettempdir()} for e in os.scandir(base)) if uids else ():
-        try:
-            if entry.stat(follow_symlinks=False).st_uid in uids:
-                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
-        except OSError:  # gone meanwhile: the users are removed whatever is left
-            pass
-    if left:
-        raise UsersNotRemoved("these users could not be removed: " + "; ".join(f"{n} ({why})" for n, why in left.items())
-                              + ". Remove each by hand once its processes have ended: sudo pkill -KILL -u NAME; "
-                              "sudo userdel --remove NAME")
-
-
-def _gone(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return True
-    return False
-
-
 def prepare_exchange(root: Path, course_id: str, instructor: str) -> None:
     """The exchange as the course wants it before any student logs in: the root 1777 (every user's nbgrader may
     write there; nobody renames another's folder), the course's folder made now and owned by the instructor (no
@@ -321,7 +244,7 @@ def new_class(state: Path, students: list[str], instructor: str, env: Path = ENV
         klass.save()
     except BaseException as exc:  # nothing half-made is left: no user, no home, no folder
         try:
-            _undo_users(list(passwords), exc)
+            undo_users(list(passwords), exc)
         finally:
             shutil.rmtree(state, ignore_errors=True)
         raise
