@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from attention_course.grading.cells import (
     uncomment,
 )
 from attention_course.grading.course import COURSE_ID, ROOT, gradebook_url, scratch_course
-from attention_course.grading.deploy.users import remove_users
+from attention_course.grading.deploy.users import add_user, remove_users
 from attention_course.grading.run.tables import cell_scores
 from tools.submissions import (
     BEGIN_SOLUTION,
@@ -97,13 +96,7 @@ def unix_users(*names: str):
             if os.geteuid() != 0 or not shutil.which("useradd"):
                 yield None
                 return
-            for attempt in range(20):  # another useradd or userdel (a test beside this one) may hold the lock
-                added = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/usr/sbin/nologin",
-                                        name], capture_output=True, text=True)
-                if added.returncode == 0 or "lock" not in added.stderr:
-                    break
-                time.sleep(0.5)
-            if added.returncode != 0:
+            if add_user(name, "/usr/sbin/nologin").returncode != 0:
                 yield None
                 return
             made.append(name)

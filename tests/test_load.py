@@ -1,13 +1,13 @@
-"""A machine busy with other work costs a hand-in nothing: a time limit charges what the hand-in's kernel and judge
-had of the machine (kernels/clock.py), not their wait for a CPU that other work holds.
+"""A machine busy with other work costs a hand-in nothing: a time limit charges what the hand-in's kernel and judge had
+of the machine (kernels/clock.py), not their wait for a CPU that other work holds.
 
 A scratch course of 01 with a 2-second cell limit and a 10-second notebook limit, graded on one CPU beside two busy
-loops pinned to it from the grader's first kernel on, each a session of its own (a kernel gets about a third of the CPU, as on a machine at a third of
-its speed). One hand-in's four answer cells each need 1 s of CPU at their top level, and its scaled_scores 1 s more in
-its first call from a test (the judge waiting for the kernel): 5 s of the notebook's 10. Its cells, that test and its
-notebook run past their limits by the wall clock and stay under them in what they used: it earns every point. A
-cell that sleeps past the limit is stopped at it on the same loaded machine (a sleep is charged in full): its
-hand-in loses the cells that need it.
+loops pinned to it from the grader's first kernel on, each a session of its own (a kernel gets about a third of the
+CPU, as on a machine at a third of its speed). One hand-in's four answer cells each need 1 s of CPU at their top
+level, and its scaled_scores 1 s more in its first call from a test (the judge waiting for the kernel): 5 s of the
+notebook's 10. Its cells, that test and its notebook run past their limits by the wall clock and stay under them in
+what they used: it earns every point. A cell that sleeps past the limit is stopped at it on the same loaded machine (a
+sleep is charged in full): its hand-in loses the cells that need it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ EXPORTS = {
     "copy_installed": "environment",
     "prepare_exchange": "hub",
     "stop_session": "hub",
+    "add_user": "users",
     "make_users": "users",
     "remove_users": "users",
 }

@@ -30,7 +30,7 @@ from ..course import COURSE_ID, ROOT
 from ..errors import UsageError
 from .environment import compile_tree, fill_env
 from .hub_trial import save_work
-from .users import undo_users, make_users, remove_users
+from .users import make_users, remove_users, undo_users
 
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 #: Where the shared environment goes unless told otherwise: outside every home, readable by every user.

@@ -25,14 +25,9 @@ def make_users(names: list[str]) -> dict[str, str]:
             if os.path.lexists(home):  # useradd would only warn, and the user would get a home that is not hers
                 raise UsageError(f"{home} is there already (a former user's?): the trial makes {name} a new home; "
                                  f"remove it (sudo rm -r {home}) or start the trial with other names")
-            for attempt in range(20):  # another process may hold the lock on /etc/passwd for a moment
-                made = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
-                                      capture_output=True, text=True)
-                if made.returncode == 0:
-                    break
-                if "lock" not in made.stderr or attempt == 19:
-                    raise RuntimeError(f"useradd {name}: {made.stderr.strip()}")
-                time.sleep(0.5)
+            made = add_user(name, "/bin/bash")
+            if made.returncode != 0:
+                raise RuntimeError(f"useradd {name}: {made.stderr.strip()}")
             passwords[name] = secrets.token_urlsafe(12)
             Path("~" + name).expanduser().chmod(0o700)
             subprocess.run(["chpasswd"], input=f"{name}:{passwords[name]}\n", text=True, check=True)
@@ -40,6 +35,18 @@ def make_users(names: list[str]) -> dict[str, str]:
         undo_users(list(passwords), exc)  # only those made here: never a user that was there before
         raise
     return passwords
+
+
+def add_user(name: str, shell: str) -> subprocess.CompletedProcess:
+    """``useradd`` with a home and a group of the user's own, tried again for up to 10 s while another useradd or
+    userdel (a class made beside this one, a test beside this one) holds the lock on /etc/passwd."""
+    for _ in range(20):
+        made = subprocess.run(["useradd", "--create-home", "--user-group", "--shell", shell, name], capture_output=True,
+                              text=True)
+        if made.returncode == 0 or "lock" not in made.stderr:
+            break
+        time.sleep(0.5)
+    return made
 
 
 def _home_base() -> Path:
