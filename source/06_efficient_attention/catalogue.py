@@ -5,6 +5,10 @@ from tools.submissions import Submission, in_dtype
 TILED_ALL = frozenset({"test_tiled", "test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal"})
 CACHE_ALL = frozenset({"test_attend_with_cache", "test_decode", "test_decode_rope"})
 
+#: The master's combine after its comment line, as the mistakes that rewrite the whole function replace it.
+COMBINE_BODY = ("    m = np.maximum(m1, m2)\n    base = np.where(m == -np.inf, 0.0, m)\n"
+                "    return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)")
+
 #: Every function in PyTorch, for one dtype (``DTYPE`` in the sources): the float64 and the float32 alternatives.
 TORCH_ANSWER = {"online": '''
 def combine(m1, s1, m2, s2):
@@ -96,15 +100,15 @@ SUBMISSIONS = [
     # ---- Part 1: the softmax as a running computation -----------------------------------------
     Submission(
         "combine-no-rescale", "added the two blocks' sums without bringing them to the common maximum",
-        edits=[("online", "return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)", "return m, s1 + s2")],
+        edits=[("online", "return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)", "return m, s1 + s2")],
         says="the sums are added without rescaling to the common maximum",
         headline="the sums are added without rescaling to the common maximum",
         loses=frozenset({"test_combine", "test_online_softmax"}), in_demo=True,
     ),
     Submission(
         "combine-inverted-factor", "rescaled each sum by exp(common maximum - block maximum), upside down",
-        edits=[("online", "return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
-                "return m, s1 * np.exp(m - m1) + s2 * np.exp(m - m2)")],
+        edits=[("online", "return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)",
+                "return m, s1 * np.exp(base - m1) + s2 * np.exp(base - m2)")],
         says="the rescaling factors are inverted",
         loses=frozenset({"test_combine", "test_online_softmax"}),
     ),
@@ -116,8 +120,7 @@ SUBMISSIONS = [
     ),
     Submission(
         "online-exp-of-raw-scores", "computed a block's sum as sum(exp(x)) / exp(max): equal on paper, overflows in floats",
-        edits=[("online", "m, s = combine(m, s, top, np.exp(chunk - top).sum())",
-                "m, s = combine(m, s, top, np.exp(chunk).sum() / np.exp(top))")],
+        edits=[("online", "np.exp(chunk - top).sum() if top > -np.inf else 0.0", "np.exp(chunk).sum() / np.exp(top)")],
         says="exp(x) overflows",
         loses=frozenset({"test_online_softmax"}),
     ),
@@ -328,7 +331,7 @@ def decode(X, W_q, W_k, W_v):
     # ---- issue 60: scalars where arrays come, finite fills and starts, order, globals, sizes of one, float32 angles
     Submission(
         "combine-python-scalars", "wrote combine with Python's max and math.exp: right on floats, fails on arrays",
-        edits=[("online", "    m = np.maximum(m1, m2)\n    return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
+        edits=[("online", COMBINE_BODY,
                 "    m = max(m1, m2)\n    return m, s1 * math.exp(m1 - m) + s2 * math.exp(m2 - m)")],
         says="combine must also work element by element on arrays",
         headline="combine must also work element by element on arrays",
@@ -336,7 +339,7 @@ def decode(X, W_q, W_k, W_v):
     ),
     Submission(
         "combine-if-else", "branched on which block has the larger maximum (an if on m1 >= m2): scalars only",
-        edits=[("online", "    m = np.maximum(m1, m2)\n    return m, s1 * np.exp(m1 - m) + s2 * np.exp(m2 - m)",
+        edits=[("online", COMBINE_BODY,
                 "    if m1 >= m2:\n        return m1, s1 + s2 * np.exp(m2 - m1)\n    return m2, s1 * np.exp(m1 - m2) + s2")],
         says="combine must also work element by element on arrays",
         headline="combine must also work element by element on arrays",
