@@ -170,6 +170,17 @@ def dask_cluster(tmp_path_factory):
         cluster.stop()
 
 
+def profiling(cluster) -> dict[str, bool]:
+    """Worker address -> whether its statistical profiler (``distributed.worker.profile``) runs."""
+    from distributed import Client
+
+    def running(dask_worker) -> bool:
+        return all(dask_worker.periodic_callbacks[name].is_running() for name in ("profile", "profile-cycle"))
+
+    with Client(cluster.address, timeout="30s") as client:
+        return client.run(running)
+
+
 def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, dask_cluster, tmp_path):
     """The demo class graded through a real Dask scheduler and two workers on loopback, into a PostgreSQL
     gradebook that holds none of the assignments yet (the course command registers them first; the client is the
@@ -183,8 +194,10 @@ def test_dask_workers_without_a_shared_folder_grade_like_local(demo, postgres, d
     shutil.copytree(course.parent / "submitted-as-handed-in", dask_course / "submitted")
     db = ("--db", postgres.create_database("gradebook_dask")) if postgres else ()
     cluster = dask_cluster
+    assert all(profiling(cluster).values()), "the workers start with Dask's profiler on (its default)"
     run = course_autograde(dask_course, "--scheduler", cluster.address, *db)
     assert "on the Dask cluster at tcp://127.0.0.1" in run.stderr and f"Graded {HANDINS}" in run.stderr, run.stderr[-3000:]
+    assert not any(profiling(cluster).values()), f"a worker that graded still profiles: {profiling(cluster)}"
     assert f"{HANDINS}/{HANDINS}" in run.stderr and "ETA" in run.stderr
     got = all_scores(dask_course, *db[1:])
     assert not differences(got, stock), "\n".join(differences(got, stock))

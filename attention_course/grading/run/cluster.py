@@ -114,6 +114,7 @@ class WorkerCourse:
     assignments: dict = field(default_factory=dict)
     package: str | None = None
     sandbox: tuple | None = None
+    profiler_stopped: bool = False
 
 
 #: This worker process's scratch course (one per process: the lock above lets one hand-in at a time use it).
@@ -137,6 +138,31 @@ def worker_name() -> str:
         return get_worker().address
     except (ImportError, ValueError):
         return os.uname().nodename
+
+
+def stop_profiler() -> None:
+    """Stop this Dask worker's statistical profiler, once. By default (``distributed.worker.profile``) the worker's
+    event loop walks the stack of the thread running a task every 10 ms, holding the interpreter while the grading
+    thread waits. Grading is deep Python (nbgrader, the judge's replies): on the 2-core machine the two workers' own
+    processes took 41 to 44 core-seconds for a class of 140 with it and 29 to 34 without (docs/performance.md). It
+    only feeds the dashboard's profile page. Outside a Dask worker (the grading service's local workers), nothing."""
+    if _HERE.profiler_stopped:
+        return
+    _HERE.profiler_stopped = True
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        return
+
+    def stop() -> None:  # on the worker's event loop, which runs the periodic callbacks
+        for name in ("profile", "profile-cycle"):
+            callback = worker.periodic_callbacks.get(name)
+            if callback is not None:
+                callback.stop()
+
+    worker.loop.add_callback(stop)  # (tornado's one thread-safe way into the loop)
 
 
 def use_scratch(root: Path) -> None:
@@ -200,6 +226,7 @@ def grade_on_worker(payload: dict, student: str, handin: dict[str, bytes]) -> Ou
     the caller's future fails, also the grader's."""
     with _LOCK:
         start = time.monotonic()
+        stop_profiler()
         try:
             root = prepare(payload)
         except (SystemExit, CourseError) as exc:  # nbgrader's and the course's command-line errors must not end the worker
