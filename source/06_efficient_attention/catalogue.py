@@ -5,8 +5,10 @@ from tools.submissions import Submission, in_dtype
 TILED_ALL = frozenset({"test_tiled", "test_tiled_ragged", "test_tiled_large_scores", "test_tiled_causal"})
 CACHE_ALL = frozenset({"test_attend_with_cache", "test_decode", "test_decode_rope"})
 
-#: The master's combine after its comment line, as the mistakes that rewrite the whole function replace it.
-COMBINE_BODY = ("    m = np.maximum(m1, m2)\n    base = np.where(m == -np.inf, 0.0, m)\n"
+#: The master's combine, whole: the mistakes that rewrite it replace all of it (a student's own combine has neither
+#: the master's comment nor its guard for two empty blocks).
+COMBINE_BODY = ("    # Two empty blocks give m = -inf, and m1 - m would be -inf - (-inf) = nan: there, measure from 0 instead.\n"
+                "    m = np.maximum(m1, m2)\n    base = np.where(m == -np.inf, 0.0, m)\n"
                 "    return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)")
 
 #: Every function in PyTorch, for one dtype (``DTYPE`` in the sources): the float64 and the float32 alternatives.
@@ -100,15 +102,15 @@ SUBMISSIONS = [
     # ---- Part 1: the softmax as a running computation -----------------------------------------
     Submission(
         "combine-no-rescale", "added the two blocks' sums without bringing them to the common maximum",
-        edits=[("online", "return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)", "return m, s1 + s2")],
+        edits=[("online", COMBINE_BODY, "    m = np.maximum(m1, m2)\n    return m, s1 + s2")],
         says="the sums are added without rescaling to the common maximum",
         headline="the sums are added without rescaling to the common maximum",
         loses=frozenset({"test_combine", "test_online_softmax"}), in_demo=True,
     ),
     Submission(
         "combine-inverted-factor", "rescaled each sum by exp(common maximum - block maximum), upside down",
-        edits=[("online", "return m, s1 * np.exp(m1 - base) + s2 * np.exp(m2 - base)",
-                "return m, s1 * np.exp(base - m1) + s2 * np.exp(base - m2)")],
+        edits=[("online", COMBINE_BODY,
+                "    m = np.maximum(m1, m2)\n    return m, s1 * np.exp(m - m1) + s2 * np.exp(m - m2)")],
         says="the rescaling factors are inverted",
         loses=frozenset({"test_combine", "test_online_softmax"}),
     ),
@@ -120,7 +122,8 @@ SUBMISSIONS = [
     ),
     Submission(
         "online-exp-of-raw-scores", "computed a block's sum as sum(exp(x)) / exp(max): equal on paper, overflows in floats",
-        edits=[("online", "np.exp(chunk - top).sum() if top > -np.inf else 0.0", "np.exp(chunk).sum() / np.exp(top)")],
+        edits=[("online", "np.exp(chunk - top).sum() if top > -np.inf else 0.0  # a block of -inf scores is empty: (-inf, 0)",
+                "np.exp(chunk).sum() / np.exp(top)")],
         says="exp(x) overflows",
         loses=frozenset({"test_online_softmax"}),
     ),
