@@ -141,11 +141,13 @@ def worker_name() -> str:
 
 
 def stop_profiler() -> None:
-    """Stop this Dask worker's statistical profiler, once. By default (``distributed.worker.profile``) the worker's
-    event loop walks the stack of the thread running a task every 10 ms, holding the interpreter while the grading
-    thread waits. Grading is deep Python (nbgrader, the judge's replies): on the 2-core machine the two workers' own
-    processes took 41 to 44 core-seconds for a class of 140 with it and 29 to 34 without (docs/performance.md). It
-    only feeds the dashboard's profile page. Outside a Dask worker (the grading service's local workers), nothing."""
+    """Stop this Dask worker's sampling of the thread that runs its tasks, once. By default
+    (``distributed.worker.profile``) the worker's event loop walks that thread's stack every 10 ms, holding the
+    interpreter while the grading thread waits. Grading is deep Python (nbgrader, the judge's replies): on the 2-core
+    machine the two workers' own processes took 41 to 44 core-seconds for a class of 140 with it and 29 to 34
+    without (docs/performance.md). It only feeds the dashboard's profile page. (On Python 3.12 and later a worker
+    also samples its own event loop from a thread, which only the workers' configuration turns off: docs/dask.md.)
+    Outside a Dask worker (the grading service's local workers), nothing."""
     if _HERE.profiler_stopped:
         return
     _HERE.profiler_stopped = True
