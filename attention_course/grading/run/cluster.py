@@ -121,23 +121,25 @@ class WorkerCourse:
 _HERE = WorkerCourse()
 
 
-def _scratch_root() -> Path:
+def _dask_worker():
+    """The Dask worker this code runs in, or None (the grading service's local workers, the tests)."""
     try:
         from distributed import get_worker
 
-        base = Path(get_worker().local_directory)
-    except (ImportError, ValueError):  # not inside a Dask worker (the tests call it directly)
-        base = Path(os.environ.get("TMPDIR", "/tmp"))
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def _scratch_root() -> Path:
+    worker = _dask_worker()
+    base = Path(worker.local_directory) if worker is not None else Path(os.environ.get("TMPDIR", "/tmp"))
     return base / "attention-course"
 
 
 def worker_name() -> str:
-    try:
-        from distributed import get_worker
-
-        return get_worker().address
-    except (ImportError, ValueError):
-        return os.uname().nodename
+    worker = _dask_worker()
+    return worker.address if worker is not None else os.uname().nodename
 
 
 def stop_profiler() -> None:
@@ -151,11 +153,8 @@ def stop_profiler() -> None:
     if _HERE.profiler_stopped:
         return
     _HERE.profiler_stopped = True
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):
+    worker = _dask_worker()
+    if worker is None:
         return
 
     def stop() -> None:  # on the worker's event loop, which runs the periodic callbacks
