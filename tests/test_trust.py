@@ -302,6 +302,84 @@ def test_a_new_gradebook_gets_the_schema_version_alembic_names_without_starting_
         assert db.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == stock
 
 
+
+def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock_nbgraders_rows(tmp_path, monkeypatch):
+    """SaveAutoGrades records a notebook in one commit (stock nbgrader 0.9.6 commits after each grade and comment);
+    every row is the one stock nbgrader writes, a score graded by hand keeps its "needs grading" mark, and a step
+    that fails part-way writes none of the notebook's rows."""
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import SaveAutoGrades
+    from nbgrader.utils import compute_checksum
+    from sqlalchemy import event
+
+    from attention_course.grading.nbgrader_glue import speedups
+
+    nbgrader_patches.install()
+
+    def cell(kind, grade_id, source, **meta):
+        made = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
+        made.metadata.nbgrader = {"grade_id": grade_id, "grade": False, "solution": False, "locked": False,
+                                  "schema_version": 3, **meta}
+        made.metadata.nbgrader["checksum"] = compute_checksum(made)
+        return made
+
+    nb = nbformat.v4.new_notebook(cells=[
+        cell("code", "answer", "def f(): ...", solution=True),  # untouched: "No response."
+        cell("code", "passes", "assert True", grade=True, points=2),
+        cell("code", "fails", "assert False", grade=True, points=3),
+        cell("markdown", "written", "My answer", grade=True, solution=True, points=4),
+        cell("markdown", "task", "Describe it", task=True, points=1),
+    ])
+    nb.cells[2].outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="", traceback=[])]
+    nb.cells[3].source = "A changed answer"
+
+    def graded(name: str, patched: bool, fail_at: str | None = None) -> dict:
+        url = f"sqlite:///{tmp_path / name}.db"
+        with Gradebook(url) as gb:
+            gb.add_assignment("a")
+            gb.add_notebook("n", "a")
+            for c in nb.cells:
+                m = c.metadata.nbgrader
+                if m.get("grade") or m.get("task"):
+                    gb.add_grade_cell(m["grade_id"], "n", "a", max_score=m["points"], cell_type=c.cell_type)
+                if m.get("solution") or m.get("task"):
+                    gb.add_solution_cell(m["grade_id"], "n", "a")
+            gb.add_student("s")
+            gb.add_submission("a", "s")
+            gb.find_grade("written", "n", "a", "s").manual_score = 2  # graded by hand before
+            gb.db.commit()
+            engine = gb.engine
+        commits = []
+        event.listen(engine, "commit", lambda conn: commits.append(1))
+        with Gradebook(url):
+            opening = len(commits)  # (nbgrader's Gradebook commits as it opens)
+        step = SaveAutoGrades()
+        if fail_at:
+            stock_add = SaveAutoGrades._add_score
+            monkeypatch.setattr(SaveAutoGrades, "_add_score", lambda self, c, r: (
+                stock_add(self, c, r), c.metadata.nbgrader["grade_id"] == fail_at and 1 / 0))
+        (speedups.save_in_one_transaction if patched else speedups.STOCK_SAVE)(
+            step, nbformat.from_dict(nb), {"nbgrader": {"notebook": "n", "assignment": "a", "student": "s",
+                                                         "db_url": url}})
+        made = len(commits) - 2 * opening  # (the control's and the step's own opening)
+        with Gradebook(url) as gb:
+            rows = {g.name: (g.auto_score, g.manual_score, g.needs_manual_grade) for g in gb.find_submission_notebook(
+                "n", "a", "s").grades}
+            rows.update({f"comment {c.name}": c.auto_comment for c in gb.find_submission_notebook("n", "a", "s").comments})
+        return {"rows": rows, "commits": made}
+
+    stock, ours = graded("stock", False), graded("ours", True)
+    assert ours["rows"] == stock["rows"], (ours, stock)
+    assert ours["rows"]["passes"] == (2, None, False) and ours["rows"]["fails"] == (0, None, False), ours
+    assert ours["rows"]["written"][1:] == (2, True) and ours["rows"]["comment answer"] == "No response.", ours
+    assert (stock["commits"], ours["commits"]) == (6, 1), "one commit per grade and comment in stock nbgrader, one here"
+    with pytest.raises(ZeroDivisionError):
+        graded("failed", True, fail_at="fails")
+    with Gradebook(f"sqlite:///{tmp_path / 'failed'}.db") as gb:
+        assert gb.find_grade("passes", "n", "a", "s").auto_score is None, "a half-recorded notebook"
+
+
 def test_dask_workers_get_only_the_accepted_files(tmp_path):
     """A hand-in travels to a Dask worker as the files inspect_handin accepts, never a link's target."""
     from attention_course.grading.run.cluster import read_tree
