@@ -316,6 +316,7 @@ def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock
     from attention_course.grading.nbgrader_glue import speedups
 
     nbgrader_patches.install()
+    assert SaveAutoGrades.preprocess is speedups.save_in_one_transaction, "the course's step is not installed"
 
     def cell(kind, grade_id, source, **meta):
         made = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)

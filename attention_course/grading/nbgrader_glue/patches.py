@@ -39,8 +39,8 @@ other nbgrader it stops with a message naming what it would patch, because each 
 ``SubmissionHandler`` (Formgrader's submission page)
     Sent with a Content-Security-Policy whose scripts must carry a per-page nonce: the page's own do, and
     nothing rendered from a hand-in can (a second line of defence behind :func:`.trust.clean_html`).
-``api.create_engine``, ``api.get_alembic_version``, ``common.jsonschema``
-    What nbgrader does again and again for the same answer: :mod:`.speedups`.
+``api.create_engine``, ``api.get_alembic_version``, ``common.jsonschema``, ``SaveAutoGrades.preprocess``
+    What nbgrader does again and again for the same answer, or commits a row at a time: :mod:`.speedups`.
 """
 
 from __future__ import annotations
