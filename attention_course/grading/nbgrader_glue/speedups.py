@@ -102,8 +102,8 @@ def save_in_one_transaction(self, nb, resources):
     """nbgrader 0.9.6's ``SaveAutoGrades.preprocess``, with one commit for the notebook: stock nbgrader commits after
     every grade and every comment it records (about 40 commits for a hand-in of 01; on SQLite each one waits for the
     disk, 3 ms here, and the hand-ins' workers queue for the database's one writer between them). The same rows, by
-    nbgrader's own ``_add_score`` and ``_add_comment``, written together; a step that fails part-way leaves none of
-    the notebook's rows half-written."""
+    nbgrader's own ``_add_score`` and ``_add_comment``, written together; a step that fails part-way writes none of
+    the notebook's rows (stock nbgrader leaves the cells before the failure recorded)."""
     info = resources["nbgrader"]
     self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
     self.student_id, self.db_url = info["student"], info["db_url"]
