@@ -337,7 +337,7 @@ def isolation(settings: dict) -> dict:
     return found
 
 
-#: The red team's hog: 48 children, each in a session of its own, that spin together once all 48 exist (children
+#: The red team's hog: 48 children, each calling setsid(), that spin together once all 48 exist (children
 #: spinning while the kernel still forks the rest share its one-core share with it: the cell took 8 s to return).
 SETSID_HOG = ("import os\nr, w = os.pipe()\nfor _ in range(48):\n    if os.fork() == 0:\n        os.setsid()\n"
               "        os.close(w)\n        os.read(r, 1)\n        while True:\n            pass\n"
