@@ -302,7 +302,6 @@ def test_a_new_gradebook_gets_the_schema_version_alembic_names_without_starting_
         assert db.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == stock
 
 
-
 def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock_nbgraders_rows(tmp_path, monkeypatch):
     """SaveAutoGrades records a notebook in one commit (stock nbgrader 0.9.6 commits after each grade and comment);
     every row is the one stock nbgrader writes, a score graded by hand keeps its "needs grading" mark, and a step
@@ -365,9 +364,9 @@ def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock
                                                          "db_url": url}})
         made = len(commits) - 2 * opening  # (the control's and the step's own opening)
         with Gradebook(url) as gb:
-            rows = {g.name: (g.auto_score, g.manual_score, g.needs_manual_grade) for g in gb.find_submission_notebook(
-                "n", "a", "s").grades}
-            rows.update({f"comment {c.name}": c.auto_comment for c in gb.find_submission_notebook("n", "a", "s").comments})
+            saved = gb.find_submission_notebook("n", "a", "s")
+            rows = {g.name: (g.auto_score, g.manual_score, g.needs_manual_grade) for g in saved.grades}
+            rows.update({f"comment {c.name}": c.auto_comment for c in saved.comments})
         return {"rows": rows, "commits": made}
 
     stock, ours = graded("stock", False), graded("ours", True)
