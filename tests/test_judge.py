@@ -653,15 +653,39 @@ def test_a_kernel_cannot_make_the_grader_read_or_keep_more_than_its_caps():
     assert grew < 192 * 2**20, f"the grading process grew by {grew / 2**20:.0f} MiB reading the flood ({took:.0f} s)"
 
 
-def test_several_grading_processes_fork_from_one_unless_the_temporary_folder_is_too_deep(monkeypatch):
-    """Several local grading processes come from multiprocessing's fork server (nbgrader imported once), whose socket
-    lives in the temporary folder: where that folder is too deep for a socket's path, they are spawned, as one is."""
-    import tempfile
+def test_grading_processes_are_forked_from_the_course_command_only_while_it_runs_alone(monkeypatch):
+    """Local grading processes are forked from the course command (nbgrader imported once, before the run), but only
+    while it runs one thread and has no kernel fork server of its own; otherwise they are fresh Pythons. A forked
+    process never uses a database engine of its parent's."""
+    import threading
 
+    import nbgrader.api
+
+    from attention_course.grading.kernels import forkserver
+    from attention_course.grading.nbgrader_glue import patches, speedups
     from attention_course.grading.run.worker import worker_context
 
-    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
-    assert worker_context(2).get_start_method() == "forkserver"
-    assert worker_context(1).get_start_method() == "spawn"
-    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "deep/" * 16)
-    assert worker_context(2).get_start_method() == "spawn"
+    monkeypatch.setattr(forkserver, "_SERVERS", {})
+    monkeypatch.setattr(threading, "active_count", lambda: 1)  # (other tests of this process may have left threads)
+    assert worker_context().get_start_method() == "fork"
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert worker_context().get_start_method() == "spawn"
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(forkserver, "_SERVERS", {("numpy",): object()})
+    assert worker_context().get_start_method() == "spawn"
+
+    patches.install()
+    engine = nbgrader.api.create_engine("sqlite://")
+    assert nbgrader.api.create_engine("sqlite://") is engine
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a new engine for the same URL, the parent's forgotten
+        os.close(read)
+        os.write(write, b"new" if nbgrader.api.create_engine("sqlite://") is not engine else b"same")
+        os._exit(0)
+    os.close(write)
+    said = os.read(read, 16)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert said == b"new", "a forked process reused its parent's database engine"
+    assert nbgrader.api.create_engine("sqlite://") is engine and speedups._ENGINES

@@ -201,6 +201,12 @@ def server(preload: list[str]) -> ForkServer:
         return _SERVERS[key]
 
 
+def running() -> bool:
+    """Whether this process has started a fork server (a process forked from it must not share its zygote)."""
+    with _SERVERS_LOCK:
+        return bool(_SERVERS)
+
+
 @atexit.register  # registered at import, so it runs after the handlers of modules that use the servers
 def close_all() -> None:  # (the kernel pool's, which may still be starting a kernel), never before
     with _SERVERS_LOCK:

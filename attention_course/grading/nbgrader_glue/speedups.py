@@ -2,7 +2,8 @@
 :func:`.patches.install`, with the course's other changes to nbgrader; none changes what nbgrader computes):
 
 ``api.create_engine``
-    One SQLAlchemy engine per gradebook URL, so that its cache of compiled statements outlives a ``Gradebook``.
+    One SQLAlchemy engine per gradebook URL, so that its cache of compiled statements outlives a ``Gradebook``; a
+    process forked from this one starts with none of them (:func:`after_fork`).
 ``api.get_alembic_version``
     The gradebook schema's version read from nbgrader's own migration scripts in this process, once: stock nbgrader
     starts the ``alembic`` command (a Python of its own, 1.5 core-seconds) for every gradebook it creates, and
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import types
 
@@ -49,20 +51,38 @@ def alembic_head() -> str:
     return ScriptDirectory.from_config(config).get_current_head()
 
 
+#: This process's engines, by gradebook URL and arguments (:func:`_one_engine`).
+_ENGINES: dict = {}
+_ENGINES_LOCK = threading.Lock()
+
+
 def _one_engine() -> None:
     """nbgrader makes a new SQLAlchemy engine for every ``Gradebook`` it opens (seven for each hand-in autograded),
     and with it throws away SQLAlchemy's cache of compiled statements: 40 statements compiled again for every hand-in,
     0.15 core-seconds of it. Here a process keeps one engine per gradebook URL; a ``Gradebook`` still closes its
-    connections when it closes (``engine.dispose()``), so only the cache outlives it."""
-    stock, engines, lock = nbgrader.api.create_engine, {}, threading.Lock()
+    connections when it closes (``engine.dispose()``), so only the cache outlives it. A forked process starts with
+    none (:func:`after_fork`)."""
+    stock = nbgrader.api.create_engine
 
     def create_engine(url, *args, **kwargs):
         key = (str(url), args, tuple(sorted(kwargs.items())))
-        with lock:
-            if key not in engines:
-                engines[key] = stock(url, *args, **kwargs)
-            return engines[key]
+        with _ENGINES_LOCK:
+            if key not in _ENGINES:
+                _ENGINES[key] = stock(url, *args, **kwargs)
+            return _ENGINES[key]
     nbgrader.api.create_engine = create_engine
+    os.register_at_fork(after_in_child=after_fork)
+
+
+def after_fork() -> None:
+    """In a process just forked (a grading process forked from the course command, :func:`.run.worker.worker_context`):
+    forget the parent's engines without closing what they hold (``dispose(close=False)``, as SQLAlchemy prescribes
+    after a fork), so the child opens connections of its own and never uses one its parent has."""
+    global _ENGINES_LOCK
+    _ENGINES_LOCK = threading.Lock()  # (a lock held by another thread at the fork stays held in the child)
+    for engine in _ENGINES.values():
+        engine.dispose(close=False)
+    _ENGINES.clear()
 
 
 def _one_validator() -> None:

@@ -9,11 +9,11 @@ service's workers (:mod:`.service.workers`) set up the same process (:func:`work
 from __future__ import annotations
 
 import os
-import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context, util
+from multiprocessing import get_all_start_methods, get_context, util
 from pathlib import Path
 
 from nbgrader.apps.api import NbGraderAPI
@@ -71,9 +71,9 @@ def recording_step(step) -> bool:
 
 
 def forked_worker_init(course: str, db_url: str) -> None:
-    """:func:`worker_init` in a process forked by multiprocessing's fork server, which ends with ``os._exit`` and so
-    skips ``atexit``: what the kernel pool and the fork servers registered there (the next kernel stopped, the zygote
-    ended, their scratch folders removed) runs as the process's own exit instead."""
+    """:func:`worker_init` in a process forked by multiprocessing (:func:`worker_context`), which ends with
+    ``os._exit`` and so skips ``atexit``: what the kernel pool and the fork servers registered there (the next kernel
+    stopped, the zygote ended, their scratch folders removed) runs as the process's own exit instead."""
     worker_init(course, db_url)
     util.Finalize(None, _close_kernels, exitpriority=0)
 
@@ -99,23 +99,24 @@ def grade_one(assignment: str, student: str) -> Outcome:
                    seconds=time.monotonic() - start, faults=raised)
 
 
-def worker_context(workers: int):
-    """How grading processes start: each a fresh Python (``spawn``) for one, and for several forked from one fresh
-    Python that has imported this module, nbgrader with it (``forkserver``): nbgrader's import, 1.5 core-seconds, once
-    instead of once per worker. Neither inherits the asking process's threads or open files (the fork server starts
-    once per process, with its environment of then). Where the temporary folder is too deep for the fork server's
-    socket, spawn as for one."""
-    if workers <= 1 or len(tempfile.gettempdir()) + len("/pymp-12345678/listener-12345678") > 107:
-        return get_context("spawn")  # (the fork server listens on a socket in the temporary folder: its path must fit)
-    context = get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    return context
+def worker_context():
+    """How grading processes start: forked from the asking process (the course command), which has imported nbgrader
+    and read the course's configuration by then, so a grading process starts with nothing to import (a fresh Python
+    took 1.2 core-seconds, multiprocessing's fork server 1.5 to 2.9, for every run). A fork is taken only while the
+    asking process runs its main thread alone and has started no kernel fork server of its own (its open files are
+    then its standard streams and the gradebook's writer lock, which the grading processes hold with it: they write
+    the gradebook); the inherited database engines are never used by the child (:func:`.speedups.after_fork`).
+    Otherwise, or where ``fork`` does not exist, each is a fresh Python (``spawn``)."""
+    if "fork" in get_all_start_methods() and threading.active_count() == 1 and not forkserver.running():
+        return get_context("fork")
+    return get_context("spawn")
 
 
 def grade_locally(course: Path, db_url: str, todo: list, workers: int):
     """Grade ``todo`` in ``workers`` local processes; yields (job, result) as each finishes."""
-    with ProcessPoolExecutor(max_workers=workers, mp_context=worker_context(workers),
-                             initializer=worker_init if workers <= 1 else forked_worker_init,
+    context = worker_context()  # (the pool forks its processes at the first submit, before it starts a thread)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                             initializer=worker_init if context.get_start_method() == "spawn" else forked_worker_init,
                              initargs=(str(course), db_url)) as pool:
         futures = {pool.submit(grade_one, j.assignment, j.student): j for j in todo}
         for future in as_completed(futures):
