@@ -655,37 +655,87 @@ def test_a_kernel_cannot_make_the_grader_read_or_keep_more_than_its_caps():
 
 def test_grading_processes_are_forked_from_the_course_command_only_while_it_runs_alone(monkeypatch):
     """Local grading processes are forked from the course command (nbgrader imported once, before the run), but only
-    while it runs one thread and has no kernel fork server of its own; otherwise they are fresh Pythons. A forked
-    process never uses a database engine of its parent's."""
-    import threading
+    from a process that runs one thread and grades nothing itself (no kernel pool, fork server or grading API of its
+    own); otherwise they are fresh Pythons."""
+    from attention_course.grading.kernels import forkserver
+    from attention_course.grading.run import worker
+
+    monkeypatch.setattr(forkserver, "_SERVERS", {})
+    monkeypatch.setattr(worker, "_API", None)
+    monkeypatch.setattr(worker.POOL, "holds", lambda: False)
+    monkeypatch.setattr(worker, "os_threads", lambda: 1)  # (other tests of this process may have left threads)
+    assert worker.worker_context().get_start_method() == "fork"
+    for name, value in (("os_threads", lambda: 2), ("_API", object())):
+        with monkeypatch.context() as m:
+            m.setattr(worker, name, value)
+            assert worker.worker_context().get_start_method() == "spawn", name
+    with monkeypatch.context() as m:
+        m.setattr(worker.POOL, "holds", lambda: True)
+        assert worker.worker_context().get_start_method() == "spawn", "a kernel pool"
+    monkeypatch.setattr(forkserver, "_SERVERS", {("numpy",): object()})
+    assert worker.worker_context().get_start_method() == "spawn", "a fork server"
+
+
+def test_the_course_command_runs_one_thread_when_it_starts_its_grading_processes():
+    """The course command, its modules imported and nbgrader's configuration read as for a run, runs one thread as the
+    system counts them (no library's thread pool: NumPy's would start one), so its grading processes are forked."""
+    code = ("import os, sys\nimport attention_course.grading.__main__\nfrom nbgrader.apps.baseapp import NbGrader\n"
+            "from attention_course.grading.run.worker import worker_context\n"
+            "app = NbGrader()\napp.initialize([])\n"
+            "print(len(os.listdir('/proc/self/task')), worker_context().get_start_method(), 'numpy' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["1", "fork", "False"], run.stdout
+
+
+def test_a_forked_grading_process_holds_neither_the_writer_lock_nor_a_database_engine_of_its_parent(tmp_path):
+    """A grading process forked from the course command closes its copy of the gradebook's writer lock (the lock stays
+    the parent's, and ends with it) and opens database connections of its own (a new engine for the same URL)."""
+    import fcntl
 
     import nbgrader.api
 
-    from attention_course.grading.kernels import forkserver
-    from attention_course.grading.nbgrader_glue import patches, speedups
-    from attention_course.grading.run.worker import worker_context
+    from attention_course.grading.nbgrader_glue import patches
+    from attention_course.grading.nbgrader_glue.gradebook import Writer, close_inherited_locks
 
-    monkeypatch.setattr(forkserver, "_SERVERS", {})
-    monkeypatch.setattr(threading, "active_count", lambda: 1)  # (other tests of this process may have left threads)
-    assert worker_context().get_start_method() == "fork"
-    monkeypatch.setattr(threading, "active_count", lambda: 2)
-    assert worker_context().get_start_method() == "spawn"
-    monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(forkserver, "_SERVERS", {("numpy",): object()})
-    assert worker_context().get_start_method() == "spawn"
+    def locked() -> bool:
+        with open(tmp_path / ".grading-service" / "writer.lock", "a+") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
 
     patches.install()
     engine = nbgrader.api.create_engine("sqlite://")
     assert nbgrader.api.create_engine("sqlite://") is engine
-    read, write = os.pipe()
+    writer = Writer(tmp_path)
+    assert writer.acquire(block=False)
+    told, tell = os.pipe()
+    heard, hear = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: a new engine for the same URL, the parent's forgotten
-        os.close(read)
-        os.write(write, b"new" if nbgrader.api.create_engine("sqlite://") is not engine else b"same")
-        os._exit(0)
-    os.close(write)
-    said = os.read(read, 16)
-    os.close(read)
-    os.waitpid(pid, 0)
-    assert said == b"new", "a forked process reused its parent's database engine"
-    assert nbgrader.api.create_engine("sqlite://") is engine and speedups._ENGINES
+    if pid == 0:  # the child: what a forked grading process does first; it says so, then waits for the parent
+        try:
+            os.close(told)
+            os.close(hear)
+            close_inherited_locks()
+            os.write(tell, b"new" if nbgrader.api.create_engine("sqlite://") is not engine else b"same")
+            os.read(heard, 1)
+        finally:
+            os._exit(0)
+    os.close(tell)
+    os.close(heard)
+    try:
+        said = os.read(told, 16)
+        assert said == b"new", "a forked process reused its parent's database engine"
+        assert locked(), "the child's closing its copy released the parent's lock"
+        writer.release()
+        assert not locked(), "the forked child still holds the writer lock after its parent released it"
+    finally:
+        os.write(hear, b"x")
+        os.close(hear)
+        os.close(told)
+        os.waitpid(pid, 0)
+        writer.release()
+    assert nbgrader.api.create_engine("sqlite://") is engine

@@ -78,7 +78,9 @@ LATE_IMPORTS = {
     "matplotlib": "plots (the report, the solutions' pages, a notebook's figures): seconds to import",
     "seaborn": "the report's and a notebook's heat maps, with matplotlib",
     "torch": "PyTorch, seconds to import, for the few paths that handle tensors",
-    "numpy": "arrays on the wire, only when a value is one",
+    "numpy": "arrays on the wire, only when a value is one; the similarity report's fingerprints, only when one is "
+             "written (the course command loads no NumPy, whose thread pool would keep it from forking its grading "
+             "processes, run.worker.worker_context)",
     "IPython": "a notebook's display and IPython's own cell syntax: present in a kernel, not where the package is "
                "imported without one",
     "ipykernel": "the kernel itself, started only in a forked child of the fork server",

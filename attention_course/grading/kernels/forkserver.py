@@ -202,7 +202,8 @@ def server(preload: list[str]) -> ForkServer:
 
 
 def running() -> bool:
-    """Whether this process has started a fork server (a process forked from it must not share its zygote)."""
+    """Whether this process has a fork server's handle, started or not (a process forked from it must not share its
+    zygote)."""
     with _SERVERS_LOCK:
         return bool(_SERVERS)
 

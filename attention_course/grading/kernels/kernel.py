@@ -359,6 +359,10 @@ class KernelPool:
         self._spawn(settings, log)
         return kernel
 
+    def holds(self) -> bool:
+        """Whether a kernel is starting or waiting here (a process forked now would share it)."""
+        return self._thread is not None or self._result is not None
+
     def close(self) -> None:
         if self._thread is not None:
             self._thread.join()

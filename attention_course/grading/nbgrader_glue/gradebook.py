@@ -169,6 +169,21 @@ def prepare_gradebook(course: Path, db_url: str, course_id: str, assignments: li
             gb.add_student(student)
 
 
+#: The writer locks this process holds (:class:`Writer`).
+_HELD: set = set()
+
+
+def close_inherited_locks() -> None:
+    """In a process just forked from one holding the writer lock (a grading process of the course command): close its
+    copy of the lock's file, so that the lock ends with the process that took it. Closing a copy releases nothing while
+    the parent's stays open (an ``flock`` belongs to the open file, not to one descriptor); unlocking would."""
+    for writer in list(_HELD):
+        if writer.handle is not None:
+            writer.handle.close()
+            writer.handle = None
+    _HELD.clear()
+
+
 class Writer:
     """The gradebook's one writer: an exclusive lock on ``<course>/.grading-service/writer.lock`` held by the grading
     service while it grades and by ``make autograde`` for its run (stock ``nbgrader autograde`` and the Formgrader's
@@ -190,9 +205,11 @@ class Writer:
             handle.close()
             return False
         self.handle = handle
+        _HELD.add(self)
         return True
 
     def release(self) -> None:
+        _HELD.discard(self)
         if self.handle is not None:
             self.handle.close()  # closing the file releases the lock
             self.handle = None

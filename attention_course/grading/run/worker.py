@@ -8,12 +8,14 @@ service's workers (:mod:`.service.workers`) set up the same process (:func:`work
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_all_start_methods, get_context, util
+from multiprocessing import get_all_start_methods, get_context, parent_process, util
 from pathlib import Path
 
 from nbgrader.apps.api import NbGraderAPI
@@ -22,6 +24,7 @@ from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
 from ..judging.executor import POOL, EnvironmentFault, JudgedExecute
 from ..kernels import forkserver
+from ..nbgrader_glue.gradebook import close_inherited_locks
 from ..nbgrader_glue.handgrades import KeepHandGrades
 from ..nbgrader_glue.term import ApplyTerm
 from .outcome import FAILED, GRADED, GRADER, Outcome, not_graded
@@ -38,6 +41,7 @@ def sandbox_settings(course: Path, app=None) -> dict:
 
 # -- workers -----------------------------------------------------------------------------
 _API = None
+_PR_SET_PDEATHSIG = 1
 
 
 def worker_init(course: str, db_url: str, records: bool = True) -> None:
@@ -71,11 +75,28 @@ def recording_step(step) -> bool:
 
 
 def forked_worker_init(course: str, db_url: str) -> None:
-    """:func:`worker_init` in a process forked by multiprocessing (:func:`worker_context`), which ends with
-    ``os._exit`` and so skips ``atexit``: what the kernel pool and the fork servers registered there (the next kernel
-    stopped, the zygote ended, their scratch folders removed) runs as the process's own exit instead."""
+    """:func:`worker_init` in a process forked by multiprocessing (:func:`worker_context`). What it holds of its
+    parent's is put down first: its copy of the gradebook's writer lock is closed (the parent keeps the lock; a copy
+    left open would hold it after the parent's end), and it ends with its parent (a parent-death signal) instead of
+    waiting for ever on a pool nobody reads. The parent's database engines are forgotten at the fork
+    (:func:`.speedups.after_fork`). A forked process ends with ``os._exit`` and so skips ``atexit``: what the kernel
+    pool and the fork servers registered there (the next kernel stopped, the zygote ended, their scratch folders
+    removed) runs as the process's own exit instead."""
+    close_inherited_locks()
+    end_with_parent(parent_process().pid)
     worker_init(course, db_url)
     util.Finalize(None, _close_kernels, exitpriority=0)
+
+
+def end_with_parent(parent: int) -> None:
+    """Have the system kill this process when its parent ``parent`` ends (Linux), or end now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the pool's pipes still end it when the parent's end closes them
+        return
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(1)
 
 
 def _close_kernels() -> None:
@@ -102,14 +123,23 @@ def grade_one(assignment: str, student: str) -> Outcome:
 def worker_context():
     """How grading processes start: forked from the asking process (the course command), which has imported nbgrader
     and read the course's configuration by then, so a grading process starts with nothing to import (a fresh Python
-    took 1.2 core-seconds, multiprocessing's fork server 1.5 to 2.9, for every run). A fork is taken only while the
-    asking process runs its main thread alone and has started no kernel fork server of its own (its open files are
-    then its standard streams and the gradebook's writer lock, which the grading processes hold with it: they write
-    the gradebook); the inherited database engines are never used by the child (:func:`.speedups.after_fork`).
-    Otherwise, or where ``fork`` does not exist, each is a fresh Python (``spawn``)."""
-    if "fork" in get_all_start_methods() and threading.active_count() == 1 and not forkserver.running():
+    took 1.2 core-seconds, multiprocessing's fork server 1.5 to 2.9, for every run). A fork is taken only from a
+    process that runs one thread, counted by the system (a library's native thread pool too: the course command loads
+    no NumPy), and that grades nothing itself (no kernel, kernel pool or fork server of its own that a child would
+    share). What a forked process holds of its parent's is put down in :func:`forked_worker_init`. Otherwise, or
+    where ``fork`` does not exist, each is a fresh Python (``spawn``)."""
+    if ("fork" in get_all_start_methods() and os_threads() == 1 and _API is None and not POOL.holds()
+            and not forkserver.running()):
         return get_context("fork")
     return get_context("spawn")
+
+
+def os_threads() -> int:
+    """The threads of this process as the system counts them (``/proc``; Python's own count where there is none)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def grade_locally(course: Path, db_url: str, todo: list, workers: int):

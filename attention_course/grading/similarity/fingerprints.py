@@ -10,7 +10,6 @@ import io
 import itertools
 from collections import defaultdict
 
-import numpy as np
 
 from .read import filtered
 
@@ -32,6 +31,8 @@ def stable_kgram_hashes(string: str, k: int):
     """copydetect's ``hashed_kgrams`` with a hash that is the same in every process and on every machine (BLAKE2b,
     64 bits): copydetect's own uses Python's ``hash``, randomised per process, so two runs chose different
     fingerprints and scores moved by about 0.05."""
+    import numpy as np
+
     data = string.encode("utf-32-le")  # four bytes a character: a k-gram is a fixed slice
     width = 4 * k
     return np.array([int.from_bytes(hashlib.blake2b(data[i:i + width], digest_size=8).digest(), "little", signed=True)
@@ -89,6 +90,8 @@ def candidate_pairs(handins: list) -> set[tuple[int, int]]:
 
 def covered(fp, values):
     """Which characters of a fingerprint's tokenised code the k-grams of ``values`` (hashes of it) cover."""
+    import numpy as np
+
     n = len(fp.filtered_code)
     starts = [np.asarray(fp.hash_idx[v], dtype=np.int64) for v in values if v in fp.hash_idx]
     diff = np.zeros(n + 1, dtype=np.int64)
@@ -102,6 +105,8 @@ def covered(fp, values):
 def weigh(h, corpus: set) -> None:
     """A hand-in's weight per tokenised character: :data:`CORPUS_WEIGHT` where its code is also the master's (what
     independent correct answers naturally share), 1 elsewhere; and its covered characters."""
+    import numpy as np
+
     fp = h.fingerprint
     h.weights = np.where(covered(fp, fp.hashes & corpus), CORPUS_WEIGHT, 1.0)
     h.total = float(h.weights[covered(fp, fp.hashes)].sum())
