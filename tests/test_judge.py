@@ -691,21 +691,17 @@ def test_the_course_command_runs_one_thread_when_it_starts_its_grading_processes
 def test_a_forked_grading_process_holds_neither_the_writer_lock_nor_a_database_engine_of_its_parent(tmp_path):
     """A grading process forked from the course command closes its copy of the gradebook's writer lock (the lock stays
     the parent's, and ends with it) and opens database connections of its own (a new engine for the same URL)."""
-    import fcntl
-
     import nbgrader.api
 
     from attention_course.grading.nbgrader_glue import patches
     from attention_course.grading.nbgrader_glue.gradebook import Writer, close_inherited_locks
 
-    def locked() -> bool:
-        with open(tmp_path / ".grading-service" / "writer.lock", "a+") as other:
-            try:
-                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(other, fcntl.LOCK_UN)
+    def locked() -> bool:  # another writer (a file of its own) cannot take the lock
+        other = Writer(tmp_path)
+        if other.acquire(block=False):
+            other.release()
             return False
+        return True
 
     patches.install()
     engine = nbgrader.api.create_engine("sqlite://")
