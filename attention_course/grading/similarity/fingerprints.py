@@ -10,7 +10,6 @@ import io
 import itertools
 from collections import defaultdict
 
-
 from .read import filtered
 
 #: copydetect's settings, as MOSS uses them: a match must span at least NOISE characters of the tokenised code
