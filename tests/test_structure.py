@@ -85,6 +85,8 @@ LATE_IMPORTS = {
                "imported without one",
     "ipykernel": "the kernel itself, started only in a forked child of the fork server",
     "pyseccomp": "the seccomp filter's library, loaded once where a sandbox is set up (it may be missing: said so)",
+    "alembic": "the gradebook schema's version, read from nbgrader's migration scripts only when a gradebook is made "
+               "(70 ms of every nbgrader command's start otherwise)",
     "psutil": "whether a scratch folder's maker still runs, asked only when such a folder is found",
     "attention_course.checks": "the notebooks' checks, imported by the agent in the kernel only: the fork server "
                                "that imports the agent must not load the notebooks' package",

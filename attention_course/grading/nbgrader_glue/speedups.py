@@ -22,8 +22,6 @@ import threading
 import types
 
 import jsonschema
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 import nbgrader.api
 import nbgrader.dbutil
 from nbgrader.nbgraderformat import common
@@ -46,6 +44,9 @@ def install() -> None:
 def alembic_head() -> str:
     """The head revision of nbgrader's gradebook migrations (what ``alembic heads`` prints first), from the scripts
     nbgrader ships: the version a new gradebook is stamped with."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
     config = Config()
     config.set_main_option("script_location", nbgrader.dbutil.ALEMBIC_DIR)
     return ScriptDirectory.from_config(config).get_current_head()
