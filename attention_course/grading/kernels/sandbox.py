@@ -238,7 +238,8 @@ def _supervise(child: int) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _parent_death_signal() -> None:
+def parent_death_signal() -> None:
+    """Have the system kill this process when its parent (the thread that forked it) ends (Linux)."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
@@ -267,7 +268,7 @@ def _switch_user(uid: int, gid: int) -> list[str]:
         os.setresuid(uid, uid, uid)
     except OSError as exc:
         return [f"could not become uid {uid}: {exc}: the kernel keeps its grader's user"]
-    _parent_death_signal()  # a change of user clears it
+    parent_death_signal()  # a change of user clears it
     return []
 
 
@@ -322,7 +323,7 @@ def apply(config: dict) -> tuple[list[str], dict]:
         child = os.fork()
         if child:
             _supervise(child)
-        _parent_death_signal()
+        parent_death_signal()
         if not _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC):
             notes.append(f"could not mount the PID namespace's /proc: {_err()}")
     processes = int(config.get("processes") or 0)

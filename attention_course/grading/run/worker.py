@@ -8,9 +8,7 @@ service's workers (:mod:`.service.workers`) set up the same process (:func:`work
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -23,7 +21,7 @@ from nbgrader.apps.baseapp import NbGrader
 from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
 from ..judging.executor import POOL, EnvironmentFault, JudgedExecute
-from ..kernels import forkserver
+from ..kernels import forkserver, sandbox
 from ..nbgrader_glue.gradebook import close_inherited_locks
 from ..nbgrader_glue.handgrades import KeepHandGrades
 from ..nbgrader_glue.term import ApplyTerm
@@ -41,7 +39,6 @@ def sandbox_settings(course: Path, app=None) -> dict:
 
 # -- workers -----------------------------------------------------------------------------
 _API = None
-_PR_SET_PDEATHSIG = 1
 
 
 def worker_init(course: str, db_url: str, records: bool = True) -> None:
@@ -91,8 +88,7 @@ def forked_worker_init(course: str, db_url: str) -> None:
 def end_with_parent(parent: int) -> None:
     """Have the system kill this process when its parent ``parent`` ends (Linux), or end now if it already has."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        sandbox.parent_death_signal()
     except (OSError, AttributeError):  # not Linux: the pool's pipes still end it when the parent's end closes them
         return
     if os.getppid() != parent:  # the parent ended before the signal was asked for
