@@ -379,8 +379,10 @@ def descendants(root: int) -> list[int]:
 
 
 class PeakMemory(threading.Thread):
-    """Samples the resident memory of every process this test started (the grading command and what it starts)
-    outside a kernel sandbox while grading runs; other tests' processes (under pytest-xdist) do not count."""
+    """The most resident memory of any process this test started (the grading command and what it starts) outside a
+    kernel sandbox while grading runs; other tests' processes (under pytest-xdist) do not count. Each process's own
+    high-water mark (``VmHWM``) is read every half second, so a peak between two readings is not missed by a process
+    still alive at the next (the grading processes live for the whole run)."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -388,18 +390,22 @@ class PeakMemory(threading.Thread):
 
     def run(self):
         mine = os.getpid()
-        while not self.stop.wait(0.1):
-            for pid in descendants(mine):
-                try:
-                    if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
-                        self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
-                        continue  # kernels (capped by their own sandbox)
-                    status = open(f"/proc/{pid}/status").read()
-                    rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
-                except (OSError, AttributeError, ValueError):
-                    continue
-                if rss > self.peak:
-                    self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+        while not self.stop.wait(0.5):
+            self.sample(mine)
+        self.sample(mine)
+
+    def sample(self, mine: int) -> None:
+        for pid in descendants(mine):
+            try:
+                if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                    self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
+                    continue  # kernels (capped by their own sandbox)
+                status = open(f"/proc/{pid}/status").read()
+                rss = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
+            except (OSError, AttributeError, ValueError):
+                continue
+            if rss > self.peak:
+                self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
 
 
 #: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default. The

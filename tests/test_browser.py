@@ -14,7 +14,8 @@ The flows run in order and share that state:
    typeset, no raw ``$$`` is left.
 
 Each step saves a screenshot into ``tests/screenshots/`` (git-ignored). Playwright cannot download its own
-browsers here: the tests launch the system's Chromium (``CHROMIUM`` or ``chromium`` on PATH).
+browsers here: the tests launch the system's Chromium (tests/browser.py: ``CHROMIUM``, else its headless shell,
+else ``chromium``, on PATH).
 """
 
 from __future__ import annotations
