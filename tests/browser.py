@@ -1,11 +1,14 @@
 """What the browser suites share: the OS's Chromium through Playwright, and JupyterLab servers on loopback.
 
-Playwright cannot download its own browsers here: the suites launch the system's Chromium (``CHROMIUM``, else
-``chromium-headless-shell`` on PATH, else ``chromium``). The headless shell is Debian's package of Chromium's
-headless build, the one Playwright itself runs for headless tests: the same Blink and V8 without the browser's own
-interface, which in new headless mode still draws in renderers of its own. Where both were installed, a page's audit
-took a third less CPU with the shell (the two similarity pages: 17.3 to 17.7 core-seconds against 26.8 to 27.1;
-docs/testing.md). Without either they are skipped with the hint below (under ``CI=true`` they fail instead).
+Playwright cannot download its own browsers here: the suites launch the system's Chromium, two builds of it from
+Debian's packages. The workflows a student and an instructor go through in JupyterLab (test_browser.py) run in the
+browser itself (``chromium``: :data:`BROWSER`). What only reads a page's content (the axe audits, reflow, the
+keyboard, payloads left inert) runs in Chromium's headless shell where it is installed (``chromium-headless-shell``:
+:data:`AUDITOR`), the build Playwright itself runs headless: the same Blink and V8 without the browser's own layer
+(profiles, the browser process's services), so a page costs less CPU: the audit of the two similarity pages took 17.3
+to 17.7 core-seconds with it against 26.8 to 27.1 with ``chromium`` (docs/testing.md). Each falls back on the other;
+``CHROMIUM=/path`` sets both (``CHROMIUM=/usr/bin/chromium make test`` audits in the full browser too). Without
+either they are skipped with the hint below (under ``CI=true`` they fail instead); .ci/run installs both.
 """
 
 from __future__ import annotations
@@ -25,36 +28,42 @@ from pathlib import Path
 import pytest
 from harness import BIN
 
-CHROMIUM = (os.environ.get("CHROMIUM") or shutil.which("chromium-headless-shell") or shutil.which("chromium")
-            or shutil.which("chromium-browser"))
+def _first(*names: str) -> str | None:
+    return next((path for path in map(shutil.which, names) if path), None)
+
+
+#: The browser a student or an instructor opens JupyterLab in (test_browser.py).
+BROWSER = os.environ.get("CHROMIUM") or _first("chromium", "chromium-browser", "chromium-headless-shell")
+#: What audits the course's pages (axe, reflow, the keyboard, inert payloads): the headless shell where installed.
+AUDITOR = os.environ.get("CHROMIUM") or _first("chromium-headless-shell", "chromium", "chromium-browser")
 #: axe-core, pinned in tests/axe/package.json (``make install`` runs ``npm ci`` there)
 AXE = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 #: The rules of the audit: WCAG 2.0 and 2.1, levels A and AA
 WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian/Ubuntu: "
-                 "`sudo apt-get install chromium-headless-shell`, or `chromium`) or set CHROMIUM=/path/to/chromium; "
-                 "`make test` then runs "
-                 "the browser suite. CI installs it in .ci/run.")
+HOW_TO_ENABLE = ("Chromium was not found. Install it from the OS packages (Debian: `sudo apt-get install chromium "
+                 "chromium-headless-shell`) or set CHROMIUM=/path/to/chromium; `make test` then runs the browser "
+                 "suites. CI installs both in .ci/run.")
 
 
 def require_chromium() -> None:
     """Skip the calling module (fail under CI) when there is no Chromium."""
-    if CHROMIUM is None:
+    if BROWSER is None:
         if os.environ.get("CI"):
             raise RuntimeError(HOW_TO_ENABLE)
         pytest.skip(HOW_TO_ENABLE, allow_module_level=True)
 
 
 @contextmanager
-def chromium():
+def chromium(workflow: bool = False):
     """One Chromium, with no background traffic: this machine's network is closed, and the pages must work
-    without one."""
+    without one. ``workflow``: the browser itself (:data:`BROWSER`), for JupyterLab as a person uses it; otherwise
+    the page auditor (:data:`AUDITOR`)."""
     from playwright.sync_api import sync_playwright
 
     quiet = ["--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--no-first-run", "--disable-quic", "--disable-gpu"]
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
+        browser = p.chromium.launch(executable_path=BROWSER if workflow else AUDITOR,
                                     args=quiet + (["--no-sandbox"] if os.getuid() == 0 else []))
         try:
             yield browser

@@ -380,9 +380,10 @@ def descendants(root: int) -> list[int]:
 
 class PeakMemory(threading.Thread):
     """The most resident memory of any process this test started (the grading command and what it starts) outside a
-    kernel sandbox while grading runs; other tests' processes (under pytest-xdist) do not count. Each process's own
-    high-water mark (``VmHWM``) is read every half second, so a peak between two readings is not missed by a process
-    still alive at the next (the grading processes live for the whole run)."""
+    kernel sandbox while grading runs; other tests' processes (under pytest-xdist) do not count. Every 0.5 s it reads
+    each such process's own high-water mark (``VmHWM``), the most it has held so far: a peak between two readings is
+    seen at the next one, unless the process has ended by then. The course command, its grading processes and their
+    zygotes live for the whole run; a judge may not, and is capped by its own address-space limit (JUDGE_BYTES)."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -391,21 +392,17 @@ class PeakMemory(threading.Thread):
     def run(self):
         mine = os.getpid()
         while not self.stop.wait(0.5):
-            self.sample(mine)
-        self.sample(mine)
-
-    def sample(self, mine: int) -> None:
-        for pid in descendants(mine):
-            try:
-                if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
-                    self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
-                    continue  # kernels (capped by their own sandbox)
-                status = open(f"/proc/{pid}/status").read()
-                rss = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
-            except (OSError, AttributeError, ValueError):
-                continue
-            if rss > self.peak:
-                self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+            for pid in descendants(mine):
+                try:
+                    if "attention-judge-" in os.readlink(f"/proc/{pid}/cwd"):
+                        self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
+                        continue  # kernels (capped by their own sandbox)
+                    status = open(f"/proc/{pid}/status").read()
+                    rss = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
+                    if rss > self.peak:
+                        self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+                except (OSError, AttributeError, ValueError):  # it ended meanwhile
+                    continue
 
 
 #: Short limits keep the hostile hand-ins' faults quick; the judge gets a smaller memory cap than by default. The

@@ -14,8 +14,8 @@ The flows run in order and share that state:
    typeset, no raw ``$$`` is left.
 
 Each step saves a screenshot into ``tests/screenshots/`` (git-ignored). Playwright cannot download its own
-browsers here: the tests launch the system's Chromium (tests/browser.py: ``CHROMIUM``, else its headless shell,
-else ``chromium``, on PATH).
+browsers here: the tests launch the system's Chromium (tests/browser.py: ``CHROMIUM``, else ``chromium`` on
+PATH).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def world(tmp_path_factory):
     for old in SHOTS.glob("*.png"):
         old.unlink()
     labs = []
-    with chromium() as browser:
+    with chromium(workflow=True) as browser:
         try:
             labs.append(Lab(tmp / "home-ada", ada, "ada"))
             labs.append(Lab(tmp / "home-instructor", course, "instructor"))

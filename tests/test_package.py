@@ -600,3 +600,26 @@ def test_a_user_is_never_given_a_home_that_was_there_before(tmp_path):
     finally:
         remove_users([name], keep_home={name})  # (only if one was made after all)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_class_memory_watch_sees_a_peak_between_two_of_its_readings():
+    """The graded class's memory watch (harness.PeakMemory, read by test_security's memory bound) reads each process's
+    high-water mark: a child that holds 300 MiB for 50 ms, between two of its readings half a second apart, then lets
+    it go and lives on, is seen at its peak (a reading of the resident size then would miss it nine times in ten). The
+    watch runs in a Python of its own, whose only child is that one (this process may have started others)."""
+    import json
+    import subprocess
+    import sys
+
+    size = 300 * 2**20
+    child = f"import time\nb = b'x' * {size}\ntime.sleep(0.05)\ndel b\ntime.sleep(1.2)"
+    tests = Path(__file__).parent
+    watcher = (f"import json, subprocess, sys\nsys.path[:0] = [{str(tests)!r}, {str(tests.parent)!r}]\n"
+               "from harness import PeakMemory\nwatch = PeakMemory()\nwatch.start()\n"
+               f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\nwatch.stop.set()\nwatch.join()\n"
+               "print(json.dumps([watch.peak, watch.who.decode(errors='replace')]))")
+    proc = subprocess.run([sys.executable, "-c", watcher], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peak, who = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert peak >= size, f"the watch saw {peak / 2**20:.0f} MiB at most ({who!r})"
+    assert "time.sleep" in who, who

@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parents[1])]
 
-from browser import AXE, CHROMIUM, audit, chromium  # noqa: E402
+from browser import AUDITOR, AXE, audit, chromium  # noqa: E402
 
 
 def kind(path: Path) -> str:
@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--json")
     args = parser.parse_args()
-    if CHROMIUM is None or not AXE.is_file():
+    if AUDITOR is None or not AXE.is_file():
         print("needs Chromium and axe-core (make install)", file=sys.stderr)
         return 2
     pages = sorted(p.resolve() for folder in args.folders for p in folder.rglob("*.html"))
