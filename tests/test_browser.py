@@ -15,7 +15,7 @@ The flows run in order and share that state:
 
 Each step saves a screenshot into ``tests/screenshots/`` (git-ignored). Playwright cannot download its own
 browsers here: the tests launch the system's Chromium (tests/browser.py: ``CHROMIUM``, else ``chromium`` on
-PATH).
+PATH, else its headless shell).
 """
 
 from __future__ import annotations
