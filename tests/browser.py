@@ -28,14 +28,15 @@ from pathlib import Path
 import pytest
 from harness import BIN
 
-def _first(*names: str) -> str | None:
-    return next((path for path in map(shutil.which, names) if path), None)
+def _chromium(*names: str) -> str | None:
+    """``CHROMIUM`` if set, else the first of ``names`` on PATH."""
+    return os.environ.get("CHROMIUM") or next((path for path in map(shutil.which, names) if path), None)
 
 
 #: The browser a student or an instructor opens JupyterLab in (test_browser.py).
-BROWSER = os.environ.get("CHROMIUM") or _first("chromium", "chromium-browser", "chromium-headless-shell")
+BROWSER = _chromium("chromium", "chromium-browser", "chromium-headless-shell")
 #: What audits the course's pages (axe, reflow, the keyboard, inert payloads): the headless shell where installed.
-AUDITOR = os.environ.get("CHROMIUM") or _first("chromium-headless-shell", "chromium", "chromium-browser")
+AUDITOR = _chromium("chromium-headless-shell", "chromium", "chromium-browser")
 #: axe-core, pinned in tests/axe/package.json (``make install`` runs ``npm ci`` there)
 AXE = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
 #: The rules of the audit: WCAG 2.0 and 2.1, levels A and AA

@@ -398,9 +398,9 @@ class PeakMemory(threading.Thread):
                         self.kernel_uids.add(os.stat(f"/proc/{pid}").st_uid)
                         continue  # kernels (capped by their own sandbox)
                     status = open(f"/proc/{pid}/status").read()
-                    rss = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
-                    if rss > self.peak:
-                        self.peak, self.who = rss, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
+                    high = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
+                    if high > self.peak:
+                        self.peak, self.who = high, open(f"/proc/{pid}/cmdline", "rb").read()[:200]
                 except (OSError, AttributeError, ValueError):  # it ended meanwhile
                     continue
 
