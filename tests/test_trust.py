@@ -302,12 +302,37 @@ def test_a_new_gradebook_gets_the_schema_version_alembic_names_without_starting_
         assert db.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == stock
 
 
+def test_a_gradebook_is_made_once_per_process_then_opened_without_looking_for_its_tables(tmp_path):
+    """nbgrader lists a gradebook's tables and makes the missing ones at every open (seven opens a hand-in); the
+    course does it at the first open of a gradebook in a process. A later open runs none of those queries, still
+    checks the course's row (a new course id is added, as stock nbgrader adds it), and another gradebook opened in the
+    same process is still made."""
+    from nbgrader.api import Course, Gradebook
+    from sqlalchemy import event
+
+    nbgrader_patches.install()
+    url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(url) as gb:
+        gb.add_assignment("a")
+        engine = gb.engine
+    statements = []
+    event.listen(engine, "before_cursor_execute", lambda conn, cursor, sql, *rest: statements.append(sql))
+    with Gradebook(url, "another_course") as gb:
+        assert gb.find_assignment("a").name == "a"
+        assert {c.id for c in gb.db.query(Course)} == {"default_course", "another_course"}
+    looked = [sql for sql in statements if "sqlite_master" in sql or "PRAGMA" in sql.upper()]
+    assert statements and not looked, looked
+    with Gradebook(f"sqlite:///{tmp_path / 'other.db'}") as gb:  # a gradebook this process has not seen: made
+        gb.add_assignment("b")
+        assert [a.name for a in gb.assignments] == ["b"]
+
+
 def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock_nbgraders_rows(tmp_path, monkeypatch):
     """SaveAutoGrades records a notebook in one commit (stock nbgrader 0.9.6 commits after each grade and comment);
     every row is the one stock nbgrader writes, a score graded by hand keeps its "needs grading" mark, and a step
     that fails part-way writes none of the notebook's rows."""
     import nbformat
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.preprocessors import SaveAutoGrades
     from nbgrader.utils import compute_checksum
     from sqlalchemy import event
@@ -374,6 +399,14 @@ def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock
     assert ours["rows"]["passes"] == (2, None, False) and ours["rows"]["fails"] == (0, None, False), ours
     assert ours["rows"]["written"][1:] == (2, True) and ours["rows"]["comment answer"] == "No response.", ours
     assert (stock["commits"], ours["commits"]) == (6, 1), "one commit per grade and comment in stock nbgrader, one here"
+    missing = nbformat.from_dict(nb)
+    missing.cells[1].metadata.nbgrader["grade_id"] = "not-in-the-gradebook"
+    for patched in (False, True):  # a cell the gradebook lacks fails the step as stock nbgrader fails it
+        url = f"sqlite:///{tmp_path / 'ours'}.db"
+        with pytest.raises(MissingEntry, match="No such grade: a/n/not-in-the-gradebook for s"):
+            (speedups.save_in_one_transaction if patched else speedups.STOCK_SAVE)(
+                SaveAutoGrades(), missing, {"nbgrader": {"notebook": "n", "assignment": "a", "student": "s",
+                                                         "db_url": url}})
     with pytest.raises(ZeroDivisionError):
         graded("failed", True, fail_at="fails")
     with Gradebook(f"sqlite:///{tmp_path / 'failed'}.db") as gb:

@@ -29,7 +29,7 @@ import hashlib
 import json
 from datetime import datetime, timezone
 
-from nbgrader.api import Base, Grade, Gradebook, SolutionCell
+from nbgrader.api import Base, BaseCell, Comment, Grade, Gradebook, SolutionCell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from sqlalchemy import Column, DateTime, Float, Integer, String, Text, UniqueConstraint, event
 from sqlalchemy.orm import object_session
@@ -131,15 +131,15 @@ class KeepHandGrades(NbGraderPreprocessor):
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gb:
             notebook = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
-            grades = {g.name: g for g in notebook.grades}
-            comments = {c.name: c for c in notebook.comments}
+            grades, comments = named_rows(gb.db, Grade, notebook.id), named_rows(gb.db, Comment, notebook.id)
             course = notebook.assignment.assignment.course_id
             for cell in nb.cells:
                 meta = cell.get("metadata", {}).get("nbgrader", {})
-                grade = grades.get(meta.get("grade_id"))
+                name = meta.get("grade_id")
+                grade = grades.get(name)
                 if not (meta.get("grade") and meta.get("solution")) or grade is None:
                     continue
-                row = row_of(gb.db, course, info["assignment"], info["notebook"], grade.name, info["student"])
+                row = row_of(gb.db, course, info["assignment"], info["notebook"], name, info["student"])
                 row.answer = answer_digest(cell)
                 gb.db.flush()  # found again by the event below
                 if grade.manual_score is None:
@@ -147,7 +147,7 @@ class KeepHandGrades(NbGraderPreprocessor):
                 if row.graded is not None and row.graded == row.answer:
                     grade.needs_manual_grade = False
                     continue
-                comment = comments.get(grade.name)
+                comment = comments.get(name)
                 row.previous_score, row.previous_ticks = grade.manual_score, row.ticks
                 row.previous_comment = comment.manual_comment if comment is not None else None
                 row.changed_at = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -156,9 +156,16 @@ class KeepHandGrades(NbGraderPreprocessor):
                     comment.manual_comment = None
                 grade.needs_manual_grade = grade.auto_score is None
                 self.log.info("%s/%s %s: the answer changed since it was graded (%g): to grade again",
-                              info["student"], info["assignment"], grade.name, row.previous_score)
+                              info["student"], info["assignment"], name, row.previous_score)
             gb.db.commit()
         return nb, resources
+
+
+def named_rows(db, model, notebook_id: str) -> dict:
+    """A submitted notebook's grades (``model`` :class:`Grade`) or comments (:class:`Comment`) by their cell's name,
+    in one query (``notebook.grades`` loads each row's cell again, one query a row)."""
+    return {name: row for row, name in db.query(model, BaseCell.name).join(BaseCell, BaseCell.id == model.cell_id)
+            .filter(model.notebook_id == notebook_id)}
 
 
 def install_events() -> None:

@@ -10,8 +10,11 @@
     fails where ``alembic`` is not on ``PATH``.
 ``common.jsonschema``
     One validator per schema instead of re-checking the schema itself for every cell (50 ms per hand-in).
+``api.Gradebook.__init__``
+    A gradebook's tables looked for and created once per engine in a process, not at every open (seven a hand-in).
 ``SaveAutoGrades.preprocess``
-    A notebook's scores and comments recorded in one transaction instead of one commit per cell.
+    A notebook's scores and comments recorded in one transaction instead of one commit per cell, each cell's row
+    found among the notebook's rows read at once instead of by a query of its own.
 """
 
 from __future__ import annotations
@@ -24,18 +27,22 @@ import types
 import jsonschema
 import nbgrader.api
 import nbgrader.dbutil
+from nbgrader.api import (Assignment, BaseCell, Comment, Grade, Notebook, Student, SubmittedAssignment,
+                          SubmittedNotebook)
 from nbgrader.nbgraderformat import common
 from nbgrader.preprocessors import SaveAutoGrades
+from sqlalchemy.orm import scoped_session, sessionmaker
 
 STOCK_SAVE = SaveAutoGrades.preprocess
-PATCHED = ["api.create_engine", "api.get_alembic_version", "nbgraderformat.common.jsonschema",
+PATCHED = ["api.create_engine", "api.Gradebook.__init__", "api.get_alembic_version", "nbgraderformat.common.jsonschema",
            "SaveAutoGrades.preprocess"]
 
 
 def install() -> None:
-    """Apply the four (:func:`.patches.install` calls this once per process)."""
+    """Apply the five (:func:`.patches.install` calls this once per process)."""
     _one_validator()
     _one_engine()
+    _schema_once()
     nbgrader.api.get_alembic_version = alembic_head
     SaveAutoGrades.preprocess = save_in_one_transaction
 
@@ -84,6 +91,34 @@ def after_fork() -> None:
     for engine in _ENGINES.values():
         engine.dispose(close=False)
     _ENGINES.clear()
+    _SCHEMA_SEEN.clear()
+
+
+#: The engines whose gradebook this process has opened once with nbgrader's own ``Gradebook.__init__``.
+_SCHEMA_SEEN: set = set()
+
+
+def _schema_once() -> None:
+    """nbgrader opens a ``Gradebook`` seven times for each hand-in autograded, and each open lists the database's
+    tables and asks for each of nbgrader's whether it exists (``create_all``): about 16 queries, 2 to 3 ms an open. An
+    engine (one per gradebook URL, :func:`_one_engine`) whose gradebook nbgrader's own ``__init__`` has opened once in
+    this process (tables made where missing, the schema version stamped) is opened as nbgrader would but for those
+    queries: a session bound to it, and the course's row checked (``check_course``), as every open does."""
+    stock = nbgrader.api.Gradebook.__init__
+
+    def __init__(self, db_url, course_id="default_course", authenticator=None):
+        engine = nbgrader.api.create_engine(db_url, echo=False, future=True)
+        if engine not in _SCHEMA_SEEN:
+            stock(self, db_url, course_id, authenticator)
+            _SCHEMA_SEEN.add(engine)
+            return
+        self.engine = engine
+        self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
+        self.check_course(course_id=course_id)
+        self.course_id = course_id
+        self.authenticator = authenticator
+
+    nbgrader.api.Gradebook.__init__ = __init__
 
 
 def _one_validator() -> None:
@@ -124,7 +159,9 @@ def save_in_one_transaction(self, nb, resources):
     every grade and every comment it records (about 40 commits for a hand-in of 01; on SQLite each one waits for the
     disk, 3 ms here, and the hand-ins' workers queue for the database's one writer between them). The same rows, by
     nbgrader's own ``_add_score`` and ``_add_comment``, written together; a step that fails part-way writes none of
-    the notebook's rows (stock nbgrader leaves the cells before the failure recorded)."""
+    the notebook's rows (stock nbgrader leaves the cells before the failure recorded). Each cell's row is found among
+    the notebook's rows, read in one query each for grades and comments (:class:`_Rows`), where stock nbgrader
+    queries the gradebook once for every cell."""
     info = resources["nbgrader"]
     self.notebook_id, self.assignment_id = info["notebook"], info["assignment"]
     self.student_id, self.db_url = info["student"], info["db_url"]
@@ -132,9 +169,54 @@ def save_in_one_transaction(self, nb, resources):
     with self.gradebook:
         session = self.gradebook.db
         self.gradebook.db = _FlushOnly(session)
+        rows = _Rows(self.gradebook, session, self.notebook_id, self.assignment_id, self.student_id)
+        self.gradebook.find_grade, self.gradebook.find_comment = rows.grade, rows.comment
         try:
             nb, resources = super(SaveAutoGrades, self).preprocess(nb, resources)
         finally:
             self.gradebook.db = session
+            del self.gradebook.find_grade, self.gradebook.find_comment
         session.commit()
     return nb, resources
+
+
+class _Rows:
+    """A submitted notebook's grades and comments, read once, found by cell name as nbgrader 0.9.6's ``find_grade``
+    and ``find_comment`` find them: the row of the grade (or solution) cell of that name, else of the task cell; a
+    name with no row, or more than one row of the kind found, is left to nbgrader's own method, which raises as it
+    always has (``MissingEntry``, or SQLAlchemy's error for several)."""
+
+    def __init__(self, gradebook, session, notebook: str, assignment: str, student: str):
+        self._gradebook, self._key = gradebook, (notebook, assignment, student)
+        self.grades = self._read(session, Grade, notebook, assignment, student)
+        self.comments = self._read(session, Comment, notebook, assignment, student)
+
+    @staticmethod
+    def _read(session, model, notebook, assignment, student) -> dict:
+        found: dict = {}
+        query = (session.query(model, BaseCell.name, BaseCell.type)
+                 .join(BaseCell, BaseCell.id == model.cell_id)
+                 .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)
+                 .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+                 .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                 .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+                 .join(Student, Student.id == SubmittedAssignment.student_id)
+                 .filter(Notebook.name == notebook, Assignment.name == assignment, Student.id == student))
+        for row, name, kind in query:
+            found.setdefault((name, kind), []).append(row)
+        return found
+
+    def _find(self, rows: dict, first: str, name: str, stock):
+        for kind in (first, "TaskCell"):
+            matches = rows.get((name, kind), [])
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                break
+        return stock(self._gradebook, name, *self._key)
+
+    def grade(self, name: str, *_):
+        return self._find(self.grades, "GradeCell", name, nbgrader.api.Gradebook.find_grade)
+
+    def comment(self, name: str, *_):
+        return self._find(self.comments, "SolutionCell", name, nbgrader.api.Gradebook.find_comment)
