@@ -130,9 +130,6 @@ c.GenerateSolution.preprocessors = [
 # (TrustGradebook); student cells run in a sandboxed kernel and every test cell runs in the
 # judge, outside that kernel (JudgedExecute; see attention_course/grading/judging/executor.py).
 c.Autograde.sanitize_preprocessors = [TrustGradebook]
-# A notebook is validated once, after the last step of a pass, instead of after every step (eight validations of the
-# whole notebook per hand-in); a notebook invalid then is refused as before.
-c.Exporter.optimistic_validation = True
 c.Autograde.autograde_preprocessors = [
     JudgedExecute,
     ClearMetadataPreprocessor,

@@ -171,22 +171,3 @@ def test_what_a_process_cannot_be_read_for_is_charged_by_the_wall_clock():
     time.sleep(0.3)
     assert clock.charged() == pytest.approx(clock.wall(), abs=0.01)
     assert not clock.past(10) and clock.past(0.1)
-
-
-def test_a_party_counted_by_its_cgroup_is_charged_by_it_and_its_tree_not_walked(tmp_path, monkeypatch):
-    """Where every cgroup counter of a party can be read when its clock starts, the counters charge it (they count
-    every process of its tree and more) and ``/proc`` is not walked for its tree; where one cannot, the tree is."""
-    from attention_course.grading.kernels import clock as clock_module
-
-    counter = tmp_path / "cpu.stat"
-    counter.write_text("usage_usec 1000000\nuser_usec 1\n")
-    walked = []
-    monkeypatch.setattr(clock_module, "tree", lambda pid: walked.append(pid) or [pid])
-    watched = Clock({"root": os.getpid(), "main": os.getpid(), "cgroups": [str(counter)]})
-    counter.write_text("usage_usec 3500000\n")  # 2.5 CPU seconds of its processes since it started
-    time.sleep(clock_module.MIN_INTERVAL * 2)
-    assert watched.charged() == pytest.approx(watched.wall(), abs=0.05) and not walked  # (more CPU than wall time)
-    fallback = Clock({"root": os.getpid(), "main": os.getpid(), "cgroups": [str(tmp_path / "gone" / "cpu.stat")]})
-    time.sleep(clock_module.MIN_INTERVAL * 2)
-    fallback.charged()
-    assert walked == [os.getpid(), os.getpid()], "a counter that cannot be read: the tree is walked as before"

@@ -261,6 +261,33 @@ def test_an_error_shows_as_ipython_shows_it_and_its_history_copy_is_plain(tmp_pa
         kernel.close()
 
 
+def test_a_count_the_kernel_sets_itself_leaves_a_notebook_nbformat_takes(tmp_path):
+    """The kernel is the student's: a cell count it reports that nbformat refuses (a negative one, set by the student's
+    own code) is kept as no count, for the cell and for its result, so the executed notebook is still a valid one and
+    the hand-in is graded (before, it failed nbformat's check after execution and was not graded at all)."""
+    import logging
+
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from attention_course.grading.judging.executor import JudgedExecute
+    from attention_course.grading.kernels.kernel import Kernel
+
+    kernel = Kernel(dict(JudgedExecute().settings(), fork=True), logging.getLogger("test"))
+    try:
+        _, status, _ = kernel.run("get_ipython().execution_count = -5", 60)
+        outputs, status, count = kernel.run("41 + 1", 60)
+        assert status == "ok" and count is None, (status, count)
+        result = next(o for o in outputs if o["output_type"] == "execute_result")
+        assert result["execution_count"] is None and result["data"]["text/plain"] == "42", result
+        nbformat.validate(new_notebook(cells=[new_code_cell("41 + 1", execution_count=count, outputs=outputs)]))
+        _, _, count = kernel.run("get_ipython().execution_count = 7", 60)
+        _, _, count = kernel.run("pass", 60)
+        assert count == 7, "a count nbformat takes is kept as the kernel reported it"
+    finally:
+        kernel.close()
+
+
 def test_a_deep_temporary_folder_still_grades(tmp_path, monkeypatch):
     """A TMPDIR so deep that a socket in it could not be bound (sun_path holds 107 bytes) still grades: the
     kernel's scratch then goes to /tmp, and is gone afterwards."""

@@ -221,3 +221,24 @@ def test_a_pool_that_lost_its_worker_is_dropped_without_hanging_the_service(tmp_
     script.write_text(POOL_LOST_A_WORKER)
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert run.returncode == 0 and run.stdout.strip() == "dropped", run.stderr[-2000:]
+
+
+def test_a_settings_file_is_read_once_it_has_stopped_changing(tmp_path):
+    """The service reads nbgrader_config.py and extensions.csv again when they change, but only once a change has
+    stayed as it is for SETTLE_SECONDS: a file caught between its truncation and its writing (an empty extensions.csv,
+    which would take every extension away for a moment) is never read; a file touched without a change is no change."""
+    from attention_course.grading.service.settings import SETTLE_SECONDS, Watched
+
+    extensions = tmp_path / "extensions.csv"
+    extensions.write_text("student,assignment,days\n")
+    watched = Watched.of([extensions])
+    extensions.write_text("")  # truncated: the writer has not written yet
+    assert watched.changed(now=100.0) == []
+    extensions.write_text("student,assignment,days\nann,01_self_attention,3\n")  # written, a moment later
+    assert watched.changed(now=100.0 + SETTLE_SECONDS * 0.9) == [], "written since: its wait starts again"
+    assert watched.changed(now=100.0 + SETTLE_SECONDS * 1.5) == [], "not settled yet"
+    assert watched.changed(now=100.0 + SETTLE_SECONDS * 2.6) == ["extensions.csv"]
+    settled = Watched.of([extensions])
+    extensions.write_text(extensions.read_text())  # saved again, unchanged
+    settled.changed(now=200.0)
+    assert settled.changed(now=200.0 + SETTLE_SECONDS * 2) == [] and not settled.settling

@@ -305,8 +305,8 @@ def test_a_new_gradebook_gets_the_schema_version_alembic_names_without_starting_
 def test_a_gradebook_is_made_once_per_process_then_opened_without_looking_for_its_tables(tmp_path):
     """nbgrader lists a gradebook's tables and makes the missing ones at every open (seven opens a hand-in); the
     course does it at the first open of a gradebook in a process. A later open runs none of those queries, still
-    checks the course's row (a new course id is added, as stock nbgrader adds it), and another gradebook opened in the
-    same process is still made."""
+    checks the course's row (a new course id is added, as stock nbgrader adds it); another gradebook opened in the
+    same process is still made, and so is one deleted and made again at the same path, or an in-memory one."""
     from nbgrader.api import Course, Gradebook
     from sqlalchemy import event
 
@@ -325,6 +325,15 @@ def test_a_gradebook_is_made_once_per_process_then_opened_without_looking_for_it
     with Gradebook(f"sqlite:///{tmp_path / 'other.db'}") as gb:  # a gradebook this process has not seen: made
         gb.add_assignment("b")
         assert [a.name for a in gb.assignments] == ["b"]
+    (tmp_path / "gradebook.db").unlink()  # made again at the same path (a Dask worker's new scratch course)
+    with Gradebook(url) as gb:
+        assert gb.assignments == []
+        gb.add_assignment("c")
+    with Gradebook(url) as gb:
+        assert [a.name for a in gb.assignments] == ["c"]
+    for _ in range(2):  # an in-memory database is a new one at every open
+        with Gradebook("sqlite://") as gb:
+            assert gb.assignments == []
 
 
 def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock_nbgraders_rows(tmp_path, monkeypatch):
@@ -384,21 +393,27 @@ def test_a_notebooks_autograded_scores_are_written_in_one_transaction_with_stock
             stock_add = SaveAutoGrades._add_score
             monkeypatch.setattr(SaveAutoGrades, "_add_score", lambda self, c, r: (
                 stock_add(self, c, r), c.metadata.nbgrader["grade_id"] == fail_at and 1 / 0))
+        reads = []
+        event.listen(engine, "before_cursor_execute", lambda conn, cursor, sql, *rest: reads.append(
+            sql.lstrip().upper().startswith("SELECT")))
         (speedups.save_in_one_transaction if patched else speedups.STOCK_SAVE)(
             step, nbformat.from_dict(nb), {"nbgrader": {"notebook": "n", "assignment": "a", "student": "s",
                                                          "db_url": url}})
         made = len(commits) - 2 * opening  # (the control's and the step's own opening)
+        queries = sum(reads)
         with Gradebook(url) as gb:
             saved = gb.find_submission_notebook("n", "a", "s")
             rows = {g.name: (g.auto_score, g.manual_score, g.needs_manual_grade) for g in saved.grades}
             rows.update({f"comment {c.name}": c.auto_comment for c in saved.comments})
-        return {"rows": rows, "commits": made}
+        return {"rows": rows, "commits": made, "queries": queries}
 
     stock, ours = graded("stock", False), graded("ours", True)
     assert ours["rows"] == stock["rows"], (ours, stock)
     assert ours["rows"]["passes"] == (2, None, False) and ours["rows"]["fails"] == (0, None, False), ours
     assert ours["rows"]["written"][1:] == (2, True) and ours["rows"]["comment answer"] == "No response.", ours
     assert (stock["commits"], ours["commits"]) == (6, 1), "one commit per grade and comment in stock nbgrader, one here"
+    # stock nbgrader finds each of the 4 grades and 3 comments by a query of its own; here they are read in two
+    assert stock["queries"] >= 7 and ours["queries"] <= 3, (stock["queries"], ours["queries"])
     missing = nbformat.from_dict(nb)
     missing.cells[1].metadata.nbgrader["grade_id"] = "not-in-the-gradebook"
     for patched in (False, True):  # a cell the gradebook lacks fails the step as stock nbgrader fails it

@@ -98,21 +98,14 @@ def yields(pid: int) -> bool:
 
 
 def cgroup_cpu(path: str) -> float:
-    """CPU seconds a cgroup's processes used: v2 ``cpu.stat`` (``usage_usec``), v1 ``cpuacct.usage`` (ns); 0 where
-    the counter cannot be read."""
-    used = cgroup_counter(path)
-    return 0.0 if used is None else used
-
-
-def cgroup_counter(path: str) -> float | None:
-    """:func:`cgroup_cpu`, or None where the counter cannot be read."""
+    """CPU seconds a cgroup's processes used: v2 ``cpu.stat`` (``usage_usec``), v1 ``cpuacct.usage`` (ns)."""
     text = _read(path)
     try:
         if path.endswith("cpu.stat"):
             return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("usage_usec ")) / 1e6
         return int(text) / 1e9
     except (StopIteration, IndexError, ValueError):
-        return None
+        return 0.0
 
 
 def peer_pid(sock: socket.socket) -> int | None:
@@ -131,9 +124,7 @@ class Clock:
     the root's process tree is charged (its descendants are found at each reading; a process that ends keeps what it
     was last read to have used), or that of its cgroup counters where they counted more; the main thread's wait for
     a CPU is not charged where the party's CPU is all counted: its cgroup counts it, or it is ``whole`` (the judge,
-    which starts no process). A party whose cgroup counters could all be read when the clock started is charged by
-    them alone: they count every process of its tree and more, so its tree is not walked (two walks of ``/proc`` for
-    every cell, a tenth of a grading process's work). :meth:`.kernel.Kernel.watched` is a kernel's party."""
+    which starts no process). :meth:`.kernel.Kernel.watched` is a kernel's party."""
 
     def __init__(self, *watched: dict):
         self.start = time.monotonic()
@@ -143,15 +134,12 @@ class Clock:
             if not root:
                 continue
             credited = main if main and (files or party.get("whole")) else None
-            counters = {c: cgroup_counter(c) for c in files}
-            counted = bool(counters) and None not in counters.values()  # its cgroup counts all its tree uses
             base = {}
-            for pid in ([] if counted else tree(root)):
+            for pid in tree(root):
                 key_start, cpu = usage(pid)
                 base.setdefault((pid, key_start), cpu)
             self._parties.append({"root": root, "main": credited, "waited": waited(credited) if credited else 0.0,
-                                  "cgroups": {c: used or 0.0 for c, used in counters.items()}, "base": base,
-                                  "last": {}, "tree": not counted})
+                                  "cgroups": {c: cgroup_cpu(c) for c in files}, "base": base, "last": {}})
         self._reading = False
         self._read_at, self._charged = self.start, 0.0
 
@@ -173,7 +161,7 @@ class Clock:
             cpu = delay = 0.0
             for party in self._parties:
                 base, last = party["base"], party["last"]
-                for pid in (tree(party["root"]) if party["tree"] else ()):
+                for pid in tree(party["root"]):
                     key_start, used = usage(pid)
                     key = (pid, key_start)
                     base.setdefault(key, 0.0)  # started since: all it used is in the window

@@ -32,6 +32,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 from zmq.utils.monitor import recv_monitor_message
 
+from ..trust.notebook import execution_count
 from .clock import Clock
 
 #: Defaults of :class:`.executor.JudgedExecute`'s settings of the same names.
@@ -135,8 +136,9 @@ class Cell:
     def add(self, msg: dict) -> None:
         """One IOPub message of the cell (the caller checked its parent)."""
         kind, content = msg.get("msg_type"), msg.get("content")
-        if kind == "execute_input" and isinstance(content, dict):
-            self.count = content.get("execution_count")
+        if kind in ("execute_input", "execute_result") and isinstance(content, dict):  # a count nbformat takes
+            content = dict(content, execution_count=execution_count(content.get("execution_count")))
+            msg, self.count = dict(msg, content=content), content["execution_count"] if kind == "execute_input" else self.count
         self.error = self.error or kind == "error"
         if not self.keep or kind not in KEPT or not isinstance(content, dict):
             return

@@ -31,6 +31,7 @@ from nbgrader.api import (Assignment, BaseCell, Comment, Grade, Notebook, Studen
                           SubmittedNotebook)
 from nbgrader.nbgraderformat import common
 from nbgrader.preprocessors import SaveAutoGrades
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import scoped_session, sessionmaker
 
 STOCK_SAVE = SaveAutoGrades.preprocess
@@ -103,20 +104,28 @@ def _schema_once() -> None:
     tables and asks for each of nbgrader's whether it exists (``create_all``): about 16 queries, 2 to 3 ms an open. An
     engine (one per gradebook URL, :func:`_one_engine`) whose gradebook nbgrader's own ``__init__`` has opened once in
     this process (tables made where missing, the schema version stamped) is opened as nbgrader would but for those
-    queries: a session bound to it, and the course's row checked (``check_course``), as every open does."""
+    queries: a session bound to it, and the course's row checked (``check_course``, which makes it where missing). A
+    database that no longer holds nbgrader's tables there (a gradebook file deleted and made again at the same path,
+    as a Dask worker's scratch course is when the configuration changes; an in-memory database; a database dropped)
+    fails that check, and is then opened by nbgrader's own ``__init__`` again."""
     stock = nbgrader.api.Gradebook.__init__
 
     def __init__(self, db_url, course_id="default_course", authenticator=None):
         engine = nbgrader.api.create_engine(db_url, echo=False, future=True)
-        if engine not in _SCHEMA_SEEN:
-            stock(self, db_url, course_id, authenticator)
-            _SCHEMA_SEEN.add(engine)
-            return
-        self.engine = engine
-        self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
-        self.check_course(course_id=course_id)
-        self.course_id = course_id
-        self.authenticator = authenticator
+        if engine in _SCHEMA_SEEN:
+            self.engine = engine
+            self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
+            try:
+                self.check_course(course_id=course_id)
+            except DBAPIError:  # (no such table): not the database this process saw
+                self.db.remove()
+                _SCHEMA_SEEN.discard(engine)
+            else:
+                self.course_id = course_id
+                self.authenticator = authenticator
+                return
+        stock(self, db_url, course_id, authenticator)
+        _SCHEMA_SEEN.add(engine)
 
     nbgrader.api.Gradebook.__init__ = __init__
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import secrets
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -56,27 +57,45 @@ def content_hash(path: Path) -> str | None:
         return None
 
 
+#: A file that changed is read once it has stayed as it is for this long: a file being written (truncated, then
+#: written, as most editors and ``Path.write_text`` do) is never read half-written, which would take an empty
+#: ``extensions.csv`` for one without extensions.
+SETTLE_SECONDS = 1.0
+
+
 @dataclass
 class Watched:
-    """The files the settings came from, as they were when they were read: their stamps and contents' hashes."""
+    """The files the settings came from, as they were when they were read: their stamps and contents' hashes; and the
+    stamps of changes not yet settled (:data:`SETTLE_SECONDS`), with when each was first seen."""
 
     files: dict[str, tuple[tuple | None, str | None]] = field(default_factory=dict)
+    settling: dict[str, tuple[tuple | None, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, paths: list[Path]) -> Watched:
         return cls({str(p): (stamp(p), content_hash(p)) for p in paths})
 
-    def changed(self) -> list[str]:
+    def changed(self, now: float | None = None) -> list[str]:
         """The names of the files whose content changed since (a file touched but unchanged is not), updating the
-        stamps of those touched only."""
+        stamps of those touched only. A change counts once the file has kept the same stamp for
+        :data:`SETTLE_SECONDS` (``now``: this reading's ``time.monotonic()``)."""
+        now = time.monotonic() if now is None else now
         changed = []
         for name, (old_stamp, old_hash) in list(self.files.items()):
-            now = stamp(Path(name))
-            if now == old_stamp:
+            current = stamp(Path(name))
+            if current == old_stamp:
+                self.settling.pop(name, None)
                 continue
+            first = self.settling.get(name)
+            if first is None or first[0] != current:  # a new change: seen again once it has settled
+                self.settling[name] = (current, now)
+                continue
+            if now - first[1] < SETTLE_SECONDS:
+                continue
+            del self.settling[name]
             new_hash = content_hash(Path(name))
             if new_hash == old_hash:
-                self.files[name] = (now, old_hash)
+                self.files[name] = (current, old_hash)
             else:
                 changed.append(Path(name).name)
         return changed
