@@ -263,8 +263,8 @@ def test_an_error_shows_as_ipython_shows_it_and_its_history_copy_is_plain(tmp_pa
 
 def test_a_count_the_kernel_sets_itself_leaves_a_notebook_nbformat_takes(tmp_path):
     """The kernel is the student's: a cell count it reports that nbformat refuses (a negative one, set by the student's
-    own code) is kept as no count, for the cell and for its result, so the executed notebook is still a valid one and
-    the hand-in is graded (before, it failed nbformat's check after execution and was not graded at all)."""
+    own code) is kept as no count, for the cell and for its result, so the executed notebook is still one nbformat
+    takes (before, such a notebook failed nbformat's check after execution, and its hand-in was not graded)."""
     import logging
 
     import nbformat

@@ -224,21 +224,28 @@ def test_a_pool_that_lost_its_worker_is_dropped_without_hanging_the_service(tmp_
 
 
 def test_a_settings_file_is_read_once_it_has_stopped_changing(tmp_path):
-    """The service reads nbgrader_config.py and extensions.csv again when they change, but only once a change has
-    stayed as it is for SETTLE_SECONDS: a file caught between its truncation and its writing (an empty extensions.csv,
-    which would take every extension away for a moment) is never read; a file touched without a change is no change."""
+    """The service reads nbgrader_config.py and extensions.csv again when they change, but only once the new content
+    has stayed the same for SETTLE_SECONDS: a file caught between its truncation and its writing (an empty
+    extensions.csv, which would take every extension away for a moment) is not read; a file saved again and again
+    with the same content is read once it settles; a file touched without a change is no change."""
+    import os
+
     from attention_course.grading.service.settings import SETTLE_SECONDS, Watched
 
     extensions = tmp_path / "extensions.csv"
     extensions.write_text("student,assignment,days\n")
     watched = Watched.of([extensions])
     extensions.write_text("")  # truncated: the writer has not written yet
-    assert watched.changed(now=100.0) == []
-    extensions.write_text("student,assignment,days\nann,01_self_attention,3\n")  # written, a moment later
-    assert watched.changed(now=100.0 + SETTLE_SECONDS * 0.9) == [], "written since: its wait starts again"
-    assert watched.changed(now=100.0 + SETTLE_SECONDS * 1.5) == [], "not settled yet"
-    assert watched.changed(now=100.0 + SETTLE_SECONDS * 2.6) == ["extensions.csv"]
+    assert watched.changed(now=100.0) == [] and watched.settling
+    written = "student,assignment,days\nann,01_self_attention,3\n"
+    extensions.write_text(written)  # written, a moment later
+    assert watched.changed(now=100.0 + SETTLE_SECONDS * 0.9) == [], "new content since: its wait starts again"
+    for i, at in enumerate((1.2, 1.5)):  # saved again with the same content (an autosave): the wait goes on
+        extensions.write_text(written)
+        os.utime(extensions, ns=(10**9 * (1000 + i), 10**9 * (1000 + i)))
+        assert watched.changed(now=100.0 + SETTLE_SECONDS * at) == [], "not settled yet"
+    assert watched.changed(now=100.0 + SETTLE_SECONDS * 2.0) == ["extensions.csv"]
     settled = Watched.of([extensions])
-    extensions.write_text(extensions.read_text())  # saved again, unchanged
-    settled.changed(now=200.0)
-    assert settled.changed(now=200.0 + SETTLE_SECONDS * 2) == [] and not settled.settling
+    os.utime(extensions, ns=(10**9 * 2000, 10**9 * 2000))  # touched, unchanged
+    assert settled.changed(now=200.0) == [] and not settled.settling
+    assert settled.changed(now=200.0 + SETTLE_SECONDS * 2) == []

@@ -32,7 +32,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 from zmq.utils.monitor import recv_monitor_message
 
-from ..trust.notebook import execution_count
+from ..trust import execution_count
 from .clock import Clock
 
 #: Defaults of :class:`.executor.JudgedExecute`'s settings of the same names.

@@ -11,7 +11,8 @@
 ``common.jsonschema``
     One validator per schema instead of re-checking the schema itself for every cell (50 ms per hand-in).
 ``api.Gradebook.__init__``
-    A gradebook's tables looked for and created once per engine in a process, not at every open (seven a hand-in).
+    A gradebook whose tables are all there opened with one query listing them, not one more for each table (nbgrader
+    opens seven a hand-in); one that lacks any is opened by nbgrader itself, which makes them.
 ``SaveAutoGrades.preprocess``
     A notebook's scores and comments recorded in one transaction instead of one commit per cell, each cell's row
     found among the notebook's rows read at once instead of by a query of its own.
@@ -31,7 +32,7 @@ from nbgrader.api import (Assignment, BaseCell, Comment, Grade, Notebook, Studen
                           SubmittedNotebook)
 from nbgrader.nbgraderformat import common
 from nbgrader.preprocessors import SaveAutoGrades
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import inspect
 from sqlalchemy.orm import scoped_session, sessionmaker
 
 STOCK_SAVE = SaveAutoGrades.preprocess
@@ -92,40 +93,27 @@ def after_fork() -> None:
     for engine in _ENGINES.values():
         engine.dispose(close=False)
     _ENGINES.clear()
-    _SCHEMA_SEEN.clear()
-
-
-#: The engines whose gradebook this process has opened once with nbgrader's own ``Gradebook.__init__``.
-_SCHEMA_SEEN: set = set()
 
 
 def _schema_once() -> None:
     """nbgrader opens a ``Gradebook`` seven times for each hand-in autograded, and each open lists the database's
-    tables and asks for each of nbgrader's whether it exists (``create_all``): about 16 queries, 2 to 3 ms an open. An
-    engine (one per gradebook URL, :func:`_one_engine`) whose gradebook nbgrader's own ``__init__`` has opened once in
-    this process (tables made where missing, the schema version stamped) is opened as nbgrader would but for those
-    queries: a session bound to it, and the course's row checked (``check_course``, which makes it where missing). A
-    database that no longer holds nbgrader's tables there (a gradebook file deleted and made again at the same path,
-    as a Dask worker's scratch course is when the configuration changes; an in-memory database; a database dropped)
-    fails that check, and is then opened by nbgrader's own ``__init__`` again."""
+    tables, then asks for each of them whether it exists (``create_all``): about 16 queries, 2 to 3 ms an open. Here
+    an open lists the tables (one query, as nbgrader's own first step does) and, where every table of the gradebook's
+    schema is there (nbgrader's and the course's: ``Base.metadata``), opens as nbgrader would but for the rest: a
+    session bound to the engine, and the course's row checked (``check_course``, which makes it where missing).
+    Where one is missing (a new gradebook, one deleted and made again, an older copy put back), nbgrader's own
+    ``__init__`` opens it, making what is missing as it always has."""
     stock = nbgrader.api.Gradebook.__init__
 
     def __init__(self, db_url, course_id="default_course", authenticator=None):
         engine = nbgrader.api.create_engine(db_url, echo=False, future=True)
-        if engine in _SCHEMA_SEEN:
-            self.engine = engine
-            self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
-            try:
-                self.check_course(course_id=course_id)
-            except DBAPIError:  # (no such table): not the database this process saw
-                self.db.remove()
-                _SCHEMA_SEEN.discard(engine)
-            else:
-                self.course_id = course_id
-                self.authenticator = authenticator
-                return
-        stock(self, db_url, course_id, authenticator)
-        _SCHEMA_SEEN.add(engine)
+        if not set(nbgrader.api.Base.metadata.tables) <= set(inspect(engine).get_table_names()):
+            return stock(self, db_url, course_id, authenticator)
+        self.engine = engine
+        self.db = scoped_session(sessionmaker(autoflush=True, bind=engine, future=True))
+        self.check_course(course_id=course_id)
+        self.course_id = course_id
+        self.authenticator = authenticator
 
     nbgrader.api.Gradebook.__init__ = __init__
 

@@ -57,19 +57,20 @@ def content_hash(path: Path) -> str | None:
         return None
 
 
-#: A file that changed is read once it has stayed as it is for this long: a file being written (truncated, then
-#: written, as most editors and ``Path.write_text`` do) is never read half-written, which would take an empty
-#: ``extensions.csv`` for one without extensions.
+#: A changed file is read once its content has stayed the same for this long (at two looks at least this far apart,
+#: one round of the service each): a file being written (truncated, then written, as most editors and
+#: ``Path.write_text`` do) is not read between the two, which would take an empty ``extensions.csv`` for one without
+#: extensions. (A writer that stops for longer in the middle can still be read half-way.)
 SETTLE_SECONDS = 1.0
 
 
 @dataclass
 class Watched:
     """The files the settings came from, as they were when they were read: their stamps and contents' hashes; and the
-    stamps of changes not yet settled (:data:`SETTLE_SECONDS`), with when each was first seen."""
+    changes not yet settled (:data:`SETTLE_SECONDS`): the new content's hash, and when it was first seen."""
 
     files: dict[str, tuple[tuple | None, str | None]] = field(default_factory=dict)
-    settling: dict[str, tuple[tuple | None, float]] = field(default_factory=dict)
+    settling: dict[str, tuple[str | None, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, paths: list[Path]) -> Watched:
@@ -77,8 +78,8 @@ class Watched:
 
     def changed(self, now: float | None = None) -> list[str]:
         """The names of the files whose content changed since (a file touched but unchanged is not), updating the
-        stamps of those touched only. A change counts once the file has kept the same stamp for
-        :data:`SETTLE_SECONDS` (``now``: this reading's ``time.monotonic()``)."""
+        stamps of those touched only. A change counts once the new content has stayed the same for
+        :data:`SETTLE_SECONDS` (``now``: this look's ``time.monotonic()``)."""
         now = time.monotonic() if now is None else now
         changed = []
         for name, (old_stamp, old_hash) in list(self.files.items()):
@@ -86,17 +87,16 @@ class Watched:
             if current == old_stamp:
                 self.settling.pop(name, None)
                 continue
-            first = self.settling.get(name)
-            if first is None or first[0] != current:  # a new change: seen again once it has settled
-                self.settling[name] = (current, now)
-                continue
-            if now - first[1] < SETTLE_SECONDS:
-                continue
-            del self.settling[name]
             new_hash = content_hash(Path(name))
-            if new_hash == old_hash:
+            if new_hash == old_hash:  # touched, or changed and changed back
                 self.files[name] = (current, old_hash)
-            else:
+                self.settling.pop(name, None)
+                continue
+            first = self.settling.get(name)
+            if first is None or first[0] != new_hash:  # new content: read once it has stayed so
+                self.settling[name] = (new_hash, now)
+            elif now - first[1] >= SETTLE_SECONDS:
+                del self.settling[name]
                 changed.append(Path(name).name)
         return changed
 

@@ -22,9 +22,10 @@ Notebooks (:mod:`.notebook`)
     function that changes its argument fails the check), :func:`capped_grade` (grades within the cell's points),
     :func:`tests_as_in_source` (a hand-in is graded only with the master's tests and points).
 Pages (:mod:`.pages`)
-    :func:`inert_outputs` (outputs as text and raster images), :func:`inert_markdown_cell` (attachments as
-    raster images), :func:`clean_html` and :func:`clean_markdown_html` (HTML from a student's text through
-    an allow-list), :func:`shown_failure` (a failed hidden check quotes nothing the student's code produced).
+    :func:`inert_outputs` (outputs as text and raster images), :func:`execution_count` (a cell's count as
+    nbformat takes it), :func:`inert_markdown_cell` (attachments as raster images), :func:`clean_html` and
+    :func:`clean_markdown_html` (HTML from a student's text through an allow-list), :func:`shown_failure` (a failed
+    hidden check quotes nothing the student's code produced).
 """
 
 from .exchange import (
@@ -67,7 +68,8 @@ from .notebook import (
                     student_names,
                     tests_as_in_source,
 )
-from .pages import GRADER_NOTE, RASTER, clean_html, clean_markdown_html, inert_attachments, inert_markdown_cell, inert_outputs, shown_failure
+from .pages import (GRADER_NOTE, RASTER, clean_html, clean_markdown_html, execution_count, inert_attachments,
+                    inert_markdown_cell, inert_outputs, shown_failure)
 
 __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_name", "exchange_metadata",
            "inspect_handin", "kernel_files", "handed_in_time", "inbound_entries", "logins_table", "record_refusals", "refusals",
@@ -76,5 +78,5 @@ __all__ = ["IGNORED", "MAX_FILE_BYTES", "MAX_HANDIN_BYTES", "Handin", "display_n
            "EXTRA_CREDIT_SHARE", "capped_grade", "changed_in_place", "master_order", "master_signatures", "notebook_globals",
            "rebuilt_cells", "student_names",
            "tests_as_in_source",
-           "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "inert_attachments", "inert_markdown_cell",
+           "GRADER_NOTE", "RASTER", "clean_html", "clean_markdown_html", "execution_count", "inert_attachments", "inert_markdown_cell",
            "inert_outputs", "shown_failure"]

@@ -15,13 +15,6 @@ from .pages import inert_attachments
 _source = cell_source
 
 
-def execution_count(value):
-    """A cell's count as its kernel (the student's) reported it, where nbformat takes it (a whole number, 0 or more),
-    else None: a count the student's code set itself (``get_ipython().execution_count = -5``) would leave a notebook
-    nbformat refuses, and the hand-in not graded."""
-    return value if type(value) is int and value >= 0 else None
-
-
 def master_order(course: Path, assignment: str, notebook: str, names: list[str]) -> list[str]:
     """``names`` (gradebook cells) in the order of the master notebook in ``source/``, where it can be read;
     cells the master does not hold keep their gradebook place after their predecessor."""

@@ -74,10 +74,16 @@ def inert_outputs(outputs) -> list:
                 sizes[GRADER_NOTE] = True
             node = NotebookNode(output_type=kind, data=NotebookNode(shown), metadata=NotebookNode(sizes))
             if kind == "execute_result":
-                count = out.get("execution_count")
-                node.execution_count = count if isinstance(count, int) else None
+                node.execution_count = execution_count(out.get("execution_count"))
             kept.append(node)
     return kept
+
+
+def execution_count(value):
+    """Rule: a cell's count as the student's notebook or kernel gives it, where nbformat takes it (a whole number, 0 or
+    more), else None: a count the student's code set itself (``get_ipython().execution_count = -5``) would leave a
+    notebook nbformat refuses, the hand-in not graded or its page not written."""
+    return value if type(value) is int and value >= 0 else None
 
 
 _ATTACHMENT_NAME = re.compile(r"[\w.\- ]{1,100}")
