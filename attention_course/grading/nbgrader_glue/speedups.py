@@ -44,7 +44,7 @@ def install() -> None:
     """Apply the five (:func:`.patches.install` calls this once per process)."""
     _one_validator()
     _one_engine()
-    _schema_once()
+    _open_after_one_look()
     nbgrader.api.get_alembic_version = alembic_head
     SaveAutoGrades.preprocess = save_in_one_transaction
 
@@ -95,7 +95,7 @@ def after_fork() -> None:
     _ENGINES.clear()
 
 
-def _schema_once() -> None:
+def _open_after_one_look() -> None:
     """nbgrader opens a ``Gradebook`` seven times for each hand-in autograded, and each open lists the database's
     tables, then asks for each of them whether it exists (``create_all``): about 16 queries, 2 to 3 ms an open. Here
     an open lists the tables (one query, as nbgrader's own first step does) and, where every table of the gradebook's
