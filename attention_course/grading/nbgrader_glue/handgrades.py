@@ -29,10 +29,12 @@ import hashlib
 import json
 from datetime import datetime, timezone
 
-from nbgrader.api import Base, BaseCell, Comment, Grade, Gradebook, SolutionCell
+from nbgrader.api import Base, Comment, Grade, Gradebook, SolutionCell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from sqlalchemy import Column, DateTime, Float, Integer, String, Text, UniqueConstraint, event
 from sqlalchemy.orm import object_session
+
+from .speedups import rows_by_cell
 
 
 class HandGrade(Base):
@@ -164,8 +166,8 @@ class KeepHandGrades(NbGraderPreprocessor):
 def named_rows(db, model, notebook_id: str) -> dict:
     """A submitted notebook's grades (``model`` :class:`Grade`) or comments (:class:`Comment`) by their cell's name,
     in one query (``notebook.grades`` loads each row's cell again, one query a row)."""
-    return {name: row for row, name in db.query(model, BaseCell.name).join(BaseCell, BaseCell.id == model.cell_id)
-            .filter(model.notebook_id == notebook_id)}
+    found = rows_by_cell(db, model, lambda query: query.filter(model.notebook_id == notebook_id))
+    return {name: row for (name, _), rows in found.items() for row in rows}
 
 
 def install_events() -> None:

@@ -190,18 +190,13 @@ class _Rows:
 
     @staticmethod
     def _read(session, model, notebook, assignment, student) -> dict:
-        found: dict = {}
-        query = (session.query(model, BaseCell.name, BaseCell.type)
-                 .join(BaseCell, BaseCell.id == model.cell_id)
-                 .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)
-                 .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
-                 .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
-                 .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
-                 .join(Student, Student.id == SubmittedAssignment.student_id)
-                 .filter(Notebook.name == notebook, Assignment.name == assignment, Student.id == student))
-        for row, name, kind in query:
-            found.setdefault((name, kind), []).append(row)
-        return found
+        return rows_by_cell(session, model, lambda query: query
+                            .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)
+                            .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+                            .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+                            .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+                            .join(Student, Student.id == SubmittedAssignment.student_id)
+                            .filter(Notebook.name == notebook, Assignment.name == assignment, Student.id == student))
 
     def _find(self, rows: dict, first: str, name: str, stock):
         for kind in (first, "TaskCell"):
@@ -217,3 +212,13 @@ class _Rows:
 
     def comment(self, name: str, *_):
         return self._find(self.comments, "SolutionCell", name, nbgrader.api.Gradebook.find_comment)
+
+
+def rows_by_cell(session, model, select) -> dict:
+    """(cell name, cell type) -> the rows of ``model`` (:class:`Grade` or :class:`Comment`) that ``select`` (a
+    function of the query) keeps, each with its cell's name and type read in the same query."""
+    found: dict = {}
+    for row, name, kind in select(session.query(model, BaseCell.name, BaseCell.type)
+                                  .join(BaseCell, BaseCell.id == model.cell_id)):
+        found.setdefault((name, kind), []).append(row)
+    return found
